@@ -1,0 +1,58 @@
+# esi — the two commands a fresh machine needs are `make up` and `make test`; `make help` lists the rest.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The virtualenv is rebuilt whenever pyproject.toml changes.
+VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+PYTEST_ARGS ?=
+WORKERS ?= 2
+
+.PHONY: help up down status tools venv test unit integration lint typecheck format
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+up: tools venv ## start the local environment (real control plane + KWOK nodes) and print how to reach it
+	$(BIN)/python -m infra.local_cluster up
+
+down: venv ## stop and delete the local environment
+	$(BIN)/python -m infra.local_cluster down
+
+status: venv ## show whether the local environment runs, and where
+	$(BIN)/python -m infra.local_cluster status
+
+tools: ## build the missing binaries (Kubernetes, etcd, KWOK, Pulumi) into the cache; free when cached
+	$(PYTHON) -m infra.toolchain ensure
+
+venv: $(VENV_STAMP) ## the project's virtualenv with every pinned dependency
+
+$(VENV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: lint typecheck tools venv ## the whole suite: lint, types, unit and integration tests
+	$(BIN)/pytest -n $(WORKERS) $(PYTEST_ARGS)
+
+unit: venv ## unit tests only (no cluster)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+integration: tools venv ## integration tests only (one shared local cluster)
+	$(BIN)/pytest -n $(WORKERS) tests/integration $(PYTEST_ARGS)
+
+lint: venv ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv ## mypy --strict
+	$(BIN)/mypy
+
+format: venv ## apply ruff's formatting and safe fixes
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .

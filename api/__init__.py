@@ -1,0 +1,1 @@
+"""The FastAPI application: external scheduler REST + STOMP API and the kube-scheduler extender."""

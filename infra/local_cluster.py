@@ -1,0 +1,363 @@
+"""A real Kubernetes control plane on this machine, with simulated nodes.
+
+``LocalCluster`` drives kwokctl's *binary* runtime: etcd, kube-apiserver, kube-controller-manager and the
+default kube-scheduler run as local processes from the binaries ``make tools`` built, and the kwok
+controller plays kubelet for every node we create (KWOK runs no containers; its stages move pods through
+their lifecycle). Used by the integration tests and by the local Pulumi stack.
+
+Processes that belong to the cluster but are not kwokctl's (second schedulers, later esi's own
+components) are started with ``start_process``: detached, logging beside the control plane's logs, their
+pid recorded, so ``delete`` stops them even when the Python process that started them is gone.
+
+Layout on disk (``workdir`` defaults to ``<repo>/.esi/kwok``): ``clusters/<name>/kubeconfig.yaml``,
+``clusters/<name>/logs/<component>.log``, ``clusters/<name>/processes/<component>.pid``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra import toolchain
+
+__all__ = ["ClusterError", "LocalCluster", "NodeSpec", "node_manifest"]
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+DEFAULT_WORKDIR = toolchain.REPO_ROOT / ".esi" / "kwok"
+
+
+class ClusterError(RuntimeError):
+    """Creating, using or deleting the local cluster failed; the message names the command and its output."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A simulated node: its name, allocatable capacity (Kubernetes quantities) and labels."""
+
+    name: str
+    cpu: str = "4"
+    memory: str = "16Gi"
+    pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def node_manifest(spec: NodeSpec) -> dict[str, Any]:
+    """The Node object the kwok controller adopts (it manages nodes carrying the KWOK annotation)."""
+    resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": spec.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **spec.labels,
+            },
+        },
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+def _run(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    timeout: float = 300,
+) -> str:
+    try:
+        done = subprocess.run(
+            [str(c) for c in cmd],
+            env=env,
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise ClusterError(f"`{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
+    if done.returncode != 0:
+        output = done.stderr.strip() or done.stdout.strip()
+        raise ClusterError(f"`{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
+    return done.stdout
+
+
+class LocalCluster:
+    """One named local cluster. Creating an existing cluster is an error; deleting a missing one is not."""
+
+    def __init__(self, name: str, workdir: Path = DEFAULT_WORKDIR) -> None:
+        self.name = name
+        self.workdir = workdir
+
+    @property
+    def directory(self) -> Path:
+        return self.workdir / "clusters" / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig.yaml"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.directory / "logs"
+
+    def exists(self) -> bool:
+        return self.kubeconfig.is_file()
+
+    def serving(self) -> bool:
+        """Whether its kube-apiserver answers /readyz."""
+        try:
+            self.kubectl("get", "--raw", "/readyz", timeout=10)
+        except ClusterError:
+            return False
+        return True
+
+    def start(self, *, timeout: float = 180) -> None:
+        """Start the processes of a cluster that exists but is stopped (e.g. after a reboot)."""
+        _run(
+            [toolchain.binary("kwokctl"), "start", "cluster", "--name", self.name, "--wait", f"{int(timeout)}s"],
+            env=self._kwokctl_env(),
+            timeout=timeout + 30,
+        )
+        self._wait_for_api(timeout)
+
+    def server(self) -> str:
+        """The kube-apiserver URL from the kubeconfig."""
+        config = json.loads(self.kubectl("config", "view", "--raw", "-o", "json"))
+        return str(config["clusters"][0]["cluster"]["server"])
+
+    def component_logs(self) -> dict[str, Path]:
+        """Every component's log file, by component name (etcd, kube-apiserver, ..., second schedulers)."""
+        if not self.logs_dir.is_dir():
+            return {}
+        return {p.stem: p for p in sorted(self.logs_dir.glob("*.log"))}
+
+    def _kwokctl_env(self) -> dict[str, str]:
+        # KWOK_RUNTIME: a docker client exists on these machines and kwokctl would otherwise pick it.
+        return {**os.environ, "KWOK_WORKDIR": str(self.workdir), "KWOK_RUNTIME": "binary"}
+
+    def _kwokctl_config(self) -> dict[str, Any]:
+        pins = toolchain.load_pins()
+        bins = {
+            b: str(toolchain.binary(b, pins))
+            for b in (
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubectl",
+                "kwok",
+                "etcd",
+                "etcdctl",
+            )
+        }
+        return {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": {
+                "runtime": "binary",
+                # Decides which flags kwokctl passes; its built-in default is a newer Kubernetes.
+                "kubeVersion": "v" + pins["kubernetes"],
+                "securePort": True,
+                "kubeAuthorization": True,
+                "kubeApiserverBinary": bins["kube-apiserver"],
+                "kubeControllerManagerBinary": bins["kube-controller-manager"],
+                "kubeSchedulerBinary": bins["kube-scheduler"],
+                "kubectlBinary": bins["kubectl"],
+                "kwokControllerBinary": bins["kwok"],
+                "etcdBinary": bins["etcd"],
+                "etcdctlBinary": bins["etcdctl"],
+            },
+        }
+
+    def create(self, nodes: Sequence[NodeSpec] = (), *, timeout: float = 180) -> None:
+        """Start the control plane, wait until it serves, then add ``nodes`` and wait until they are Ready."""
+        if self.exists():
+            raise ClusterError(f"cluster {self.name!r} already exists in {self.directory}")
+        config_path = self.workdir / f"{self.name}.kwokctl.yaml"
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(json.dumps(self._kwokctl_config(), indent=2))
+        _run(
+            [
+                toolchain.binary("kwokctl"),
+                "create",
+                "cluster",
+                "--name",
+                self.name,
+                "--config",
+                config_path,
+                "--wait",
+                f"{int(timeout)}s",
+            ],
+            env=self._kwokctl_env(),
+            timeout=timeout + 30,
+        )
+        self._wait_for_api(timeout)
+        if nodes:
+            self.add_nodes(nodes, timeout=timeout)
+
+    def _wait_for_api(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                # The default service account appears once the controller-manager runs: pods can be created.
+                self.kubectl("get", "serviceaccount", "default", "-n", "default", timeout=10)
+            except ClusterError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+            else:
+                return
+
+    def add_nodes(self, nodes: Sequence[NodeSpec], *, timeout: float = 120) -> None:
+        items = [node_manifest(n) for n in nodes]
+        self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        names = [f"node/{n.name}" for n in nodes]
+        self.kubectl("wait", "--for=condition=Ready", *names, f"--timeout={int(timeout)}s", timeout=timeout + 10)
+
+    def delete(self) -> None:
+        """Stop every process of the cluster (second schedulers included) and remove its files."""
+        for pid_file in sorted(self._processes_dir.glob("*.pid")):
+            self.stop_process(pid_file.stem)
+        if self.directory.exists():
+            _run([toolchain.binary("kwokctl"), "delete", "cluster", "--name", self.name], env=self._kwokctl_env())
+        (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
+
+    def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
+        return _run(
+            [toolchain.binary("kubectl"), "--kubeconfig", self.kubeconfig, *args],
+            input_text=input_text,
+            timeout=timeout,
+        )
+
+    @property
+    def _processes_dir(self) -> Path:
+        return self.directory / "processes"
+
+    def start_process(
+        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a component of this cluster in the background; its output goes to ``logs/<name>.log``."""
+        if self.process_running(name):
+            raise ClusterError(f"{name} is already running for cluster {self.name!r}")
+        self._processes_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with (self.logs_dir / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=None if env is None else dict(env),
+                start_new_session=True,
+            )
+        (self._processes_dir / f"{name}.pid").write_text(str(proc.pid))
+        return proc
+
+    def process_running(self, name: str) -> bool:
+        pid = self._pid(name)
+        return pid is not None and _alive(pid)
+
+    def stop_process(self, name: str, *, timeout: float = 10) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; a process that is already gone is fine."""
+        pid = self._pid(name)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while _alive(pid):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    break
+                time.sleep(0.05)
+        (self._processes_dir / f"{name}.pid").unlink(missing_ok=True)
+
+    def _pid(self, name: str) -> int | None:
+        try:
+            return int((self._processes_dir / f"{name}.pid").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):  # our own child that exited: reap it, it is gone
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.local_cluster",
+        description="Run a local Kubernetes cluster: real control plane processes, KWOK-simulated nodes.",
+    )
+    parser.add_argument("--name", default="esi", help="cluster name (default: %(default)s)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="state directory (default: %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="create the cluster, or start it if it exists but is stopped")
+    up.add_argument("--nodes", type=int, default=4, help="simulated nodes to create (default: %(default)s)")
+    up.add_argument("--cpu", default="4", help="allocatable CPU per node (default: %(default)s)")
+    up.add_argument("--memory", default="16Gi", help="allocatable memory per node (default: %(default)s)")
+    sub.add_parser("down", help="stop the cluster and delete its state")
+    sub.add_parser("status", help="say whether the cluster exists and serves, and where")
+    args = parser.parse_args(argv)
+    cluster = LocalCluster(args.name, args.workdir)
+    try:
+        if args.command == "up":
+            if not cluster.exists():
+                print(f"creating cluster {cluster.name!r} with {args.nodes} simulated nodes ...", flush=True)
+                started = time.monotonic()
+                nodes = [NodeSpec(f"node-{i}", cpu=args.cpu, memory=args.memory) for i in range(args.nodes)]
+                cluster.create(nodes)
+                print(f"cluster ready in {time.monotonic() - started:.1f}s", flush=True)
+            elif not cluster.serving():
+                print(f"starting the stopped cluster {cluster.name!r} ...", flush=True)
+                cluster.start()
+            _describe(cluster)
+        elif args.command == "down":
+            cluster.delete()
+            print(f"cluster {cluster.name!r} deleted")
+        elif not cluster.exists():
+            print(f"cluster {cluster.name!r} does not exist (make up creates it)")
+            return 1
+        else:
+            _describe(cluster)
+            return 0 if cluster.serving() else 1
+    except (ClusterError, toolchain.ToolchainError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _describe(cluster: LocalCluster) -> None:
+    state = "serving" if cluster.serving() else "NOT serving"
+    print(f"cluster {cluster.name!r}: {state}")
+    print(f"  API server:  {cluster.server()}")
+    print(f"  kubeconfig:  {cluster.kubeconfig}")
+    print(f"  logs:        {cluster.logs_dir}")
+    print(f"  kubectl:     {toolchain.binary('kubectl')}")
+    print(f"  try:         export KUBECONFIG={cluster.kubeconfig} PATH={toolchain.binary('kubectl').parent}:$PATH")
+    print("               kubectl get nodes")
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

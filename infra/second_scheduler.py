@@ -1,0 +1,135 @@
+"""esi's second kube-scheduler: its configuration, and running it as a local process.
+
+``scheduler_configuration`` is pure: the same KubeSchedulerConfiguration goes into a file for a local
+process and, on a real cluster, into the ConfigMap of the scheduler's Deployment. The settings that matter
+(ARCHITECTURE.md, design rule 8): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
+nodes the slot's node may never be offered to the extender; raised client qps/burst; the extender with
+filter and preempt verbs and ``nodeCacheCapable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra import toolchain
+from infra.local_cluster import ClusterError, LocalCluster
+
+__all__ = ["SecondScheduler", "SecondSchedulerSettings", "scheduler_configuration"]
+
+
+@dataclass(frozen=True)
+class SecondSchedulerSettings:
+    scheduler_name: str
+    extender_url: str | None = None
+    filter_verb: str = "filter"
+    preempt_verb: str = "preempt"
+    extender_timeout: str = "5s"
+    qps: float = 200
+    burst: int = 400
+
+
+def scheduler_configuration(settings: SecondSchedulerSettings, kubeconfig: str | None) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) of one second scheduler."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"qps": settings.qps, "burst": settings.burst},
+        "leaderElection": {"leaderElect": False},
+        "percentageOfNodesToScore": 100,
+        "profiles": [{"schedulerName": settings.scheduler_name}],
+    }
+    if kubeconfig is not None:
+        config["clientConnection"]["kubeconfig"] = kubeconfig
+    if settings.extender_url is not None:
+        config["extenders"] = [
+            {
+                "urlPrefix": settings.extender_url,
+                "filterVerb": settings.filter_verb,
+                "preemptVerb": settings.preempt_verb,
+                "nodeCacheCapable": True,
+                "enableHTTPS": settings.extender_url.startswith("https://"),
+                "httpTimeout": settings.extender_timeout,
+                "ignorable": False,
+            }
+        ]
+    return config
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SecondScheduler:
+    """A kube-scheduler process of a local cluster, started with its own configuration."""
+
+    def __init__(self, cluster: LocalCluster, settings: SecondSchedulerSettings) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.config_path = cluster.directory / "second-schedulers" / f"{settings.scheduler_name}.yaml"
+        self.port: int | None = None
+
+    @property
+    def process_name(self) -> str:
+        return f"scheduler-{self.settings.scheduler_name}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.cluster.logs_dir / f"{self.process_name}.log"
+
+    def start(self, *, timeout: float = 60) -> None:
+        """Start it and wait until it reports ready."""
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            json.dumps(scheduler_configuration(self.settings, str(self.cluster.kubeconfig)), indent=2)
+        )
+        self.port = _free_port()
+        kubeconfig = self.cluster.kubeconfig
+        proc = self.cluster.start_process(
+            self.process_name,
+            [
+                str(toolchain.binary("kube-scheduler")),
+                f"--config={self.config_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                # /configz shows the configuration the scheduler actually loaded; the port listens on loopback only.
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/configz",
+            ],
+        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise ClusterError(
+                    f"second scheduler {self.settings.scheduler_name!r} exited with {proc.returncode}; "
+                    f"log {self.log_path}:\n{self.log_path.read_text(errors='replace')[-3000:]}"
+                )
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                url = f"https://127.0.0.1:{self.port}/readyz"
+                with urllib.request.urlopen(url, context=insecure, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ClusterError(f"second scheduler {self.settings.scheduler_name!r} not ready after {timeout}s")
+            time.sleep(0.2)
+
+    def running(self) -> bool:
+        return self.cluster.process_running(self.process_name)
+
+    def stop(self) -> None:
+        self.cluster.stop_process(self.process_name)

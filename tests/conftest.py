@@ -1,0 +1,141 @@
+"""Test-session wiring shared by every test.
+
+Unit tests (tests/unit) need nothing. Integration tests (tests/integration, marked ``integration``
+automatically) share one local cluster per test session, even across pytest-xdist workers: the first
+worker that needs it creates it under a file lock, and the controlling process deletes it when the session
+ends. Set ``ESI_KEEP_CLUSTER=1`` to keep it for inspection (its directory is printed).
+
+When an integration test fails, the lines each component logged while it ran are added to its report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.local_cluster import LocalCluster, NodeSpec
+
+SESSION_ENV = "ESI_TEST_SESSION"
+SESSIONS_ROOT = Path(tempfile.gettempdir()) / "esi-test-clusters"
+LOG_MARKS = pytest.StashKey[dict[str, int]]()
+LOG_LINES_PER_COMPONENT = 60
+
+# Ordinary nodes every integration test may schedule onto; a test that needs nodes of a particular shape
+# adds its own, labelled so nothing else lands there.
+SHARED_NODES = tuple(
+    NodeSpec(f"shared-{i}", cpu="8", memory="32Gi", labels={"esi.test/pool": "shared"}) for i in range(3)
+)
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Workers inherit the controller's environment, so they all find the same session (and cluster).
+    if _is_controller(config):
+        os.environ[SESSION_ENV] = f"s{uuid.uuid4().hex[:8]}"
+        _reap_abandoned_sessions()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+
+
+def _session_dir(session: str) -> Path:
+    return SESSIONS_ROOT / session
+
+
+def _cluster_of(session: str) -> LocalCluster:
+    return LocalCluster(name=f"esi-{session}", workdir=_session_dir(session) / "kwok")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _reap_abandoned_sessions() -> None:
+    """Delete clusters of earlier sessions whose pytest died before it could (killed, machine rebooted)."""
+    if not SESSIONS_ROOT.is_dir():
+        return
+    for directory in SESSIONS_ROOT.iterdir():
+        owner = directory / "owner.pid"
+        try:
+            os.kill(int(owner.read_text()), 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            if (directory / "keep").exists():
+                continue
+            with contextlib.suppress(Exception):
+                _cluster_of(directory.name).delete()
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> LocalCluster:
+    """The session's local cluster: real etcd, kube-apiserver, controller-manager, kube-scheduler, KWOK."""
+    session = os.environ[SESSION_ENV]
+    directory = _session_dir(session)
+    local = _cluster_of(session)
+    with _locked(directory / "create.lock"):
+        if not local.exists():
+            owner = os.getppid() if not _is_controller(pytestconfig) else os.getpid()
+            (directory / "owner.pid").write_text(str(owner))
+            local.create(SHARED_NODES)
+    return local
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not _is_controller(session.config) or SESSION_ENV not in os.environ:
+        return
+    name = os.environ[SESSION_ENV]
+    directory = _session_dir(name)
+    if not directory.exists():
+        return
+    if os.environ.get("ESI_KEEP_CLUSTER"):
+        (directory / "keep").touch()
+        print(f"\nkept the test cluster: kubeconfig {_cluster_of(name).kubeconfig}")
+        return
+    _cluster_of(name).delete()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _mark_component_logs(request: pytest.FixtureRequest) -> None:
+    """Remember where each component log ends, so a failure report shows only what this test caused."""
+    if "cluster" not in request.fixturenames:
+        return
+    local: LocalCluster = request.getfixturevalue("cluster")
+    request.node.stash[LOG_MARKS] = {name: path.stat().st_size for name, path in local.component_logs().items()}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    marks = item.stash.get(LOG_MARKS, None)
+    if report.failed and marks is not None:
+        local = _cluster_of(os.environ[SESSION_ENV])
+        for name, path in local.component_logs().items():
+            with path.open("rb") as log:
+                log.seek(marks.get(name, 0))
+                lines = log.read().decode(errors="replace").splitlines()
+            if lines:
+                shown = lines[-LOG_LINES_PER_COMPONENT:]
+                skipped = f"[{len(lines) - len(shown)} earlier lines in {path}]\n" if len(lines) > len(shown) else ""
+                report.sections.append((f"component log: {name}", skipped + "\n".join(shown)))
+    return report

@@ -1,0 +1,76 @@
+"""Small builders and waits for integration tests (plain manifests in, typed lightkube objects out)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from lightkube import ApiError, Client
+from lightkube.codecs import from_dict
+
+T = TypeVar("T")
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: KWOK runs no containers
+
+
+def namespace_manifest(name: str) -> Any:
+    return from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def priority_class(name: str, value: int) -> Any:
+    return from_dict(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+    )
+
+
+def pod(
+    name: str,
+    namespace: str,
+    *,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    scheduler: str | None = None,
+    priority_class_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+) -> Any:
+    resources = {"cpu": cpu, "memory": memory}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": resources, "limits": resources}}
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    if priority_class_name:
+        spec["priorityClassName"] = priority_class_name
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if node_name:
+        spec["nodeName"] = node_name
+    return from_dict(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    )
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, interval: float = 0.2) -> T:
+    """Poll ``probe`` until it returns something other than None/False; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def get_or_none(client: Client, kind: Any, name: str, namespace: str | None = None) -> Any:
+    """The object, or None when the API says it does not exist."""
+    try:
+        return client.get(kind, name, namespace=namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise

@@ -1,0 +1,186 @@
+"""Proof that the local control plane is the real thing: default scheduling, a second kube-scheduler that
+consults an HTTP extender for filtering, and preemption decided together with that extender."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.scheduling_v1 import PriorityClass
+
+from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster, NodeSpec
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from tests.integration.kube import get_or_none, pod, priority_class, wait_for
+from tests.integration.recording_extender import RecordingExtender, serve
+
+AddNodes = Callable[..., list[str]]
+
+
+def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | None]:
+    def probe() -> str | None:
+        current = client.get(Pod, name, namespace=namespace)
+        if current.status is not None and current.status.phase == "Running" and current.spec is not None:
+            return current.spec.nodeName
+        return None
+
+    return probe
+
+
+@pytest.fixture
+def add_nodes(cluster: LocalCluster, client: Client, unique: str) -> Iterator[AddNodes]:
+    """Adds nodes only this test uses (label ``esi.test/pool=<unique>``); removes them afterwards."""
+    added: list[str] = []
+
+    def add(count: int, cpu: str = "2") -> list[str]:
+        specs = [
+            NodeSpec(f"n-{unique}-{i}", cpu=cpu, memory="4Gi", labels={"esi.test/pool": unique})
+            for i in range(len(added), len(added) + count)
+        ]
+        cluster.add_nodes(specs)
+        added.extend(s.name for s in specs)
+        return [s.name for s in specs]
+
+    yield add
+    for name in added:
+        client.delete(Node, name)
+
+
+@pytest.fixture
+def second_scheduler(cluster: LocalCluster, unique: str) -> Iterator[Callable[[str], SecondScheduler]]:
+    started: list[SecondScheduler] = []
+
+    def start(extender_url: str) -> SecondScheduler:
+        scheduler = SecondScheduler(cluster, SecondSchedulerSettings(f"esi-test-{unique}", extender_url))
+        scheduler.start()
+        started.append(scheduler)
+        return scheduler
+
+    yield start
+    for scheduler in started:
+        scheduler.stop()
+
+
+def test_default_scheduler_runs_a_pod_on_a_kwok_node(client: Client, namespace: str) -> None:
+    client.create(pod("plain", namespace, node_selector={"esi.test/pool": "shared"}))
+
+    node_name = wait_for("pod plain to run", running_on(client, "plain", namespace))
+
+    node = client.get(Node, node_name)
+    assert node.metadata is not None
+    assert node.metadata.annotations is not None
+    assert node.metadata.annotations[KWOK_NODE_ANNOTATION] == "fake"
+
+
+def test_second_scheduler_places_a_pod_where_the_extender_allows(
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+) -> None:
+    nodes = add_nodes(3)
+    allowed = nodes[1]
+    with serve(RecordingExtender(allowed_nodes={allowed})) as extender:
+        scheduler = second_scheduler(extender.url)
+        client.create(
+            pod(
+                "steered",
+                namespace,
+                scheduler=scheduler.settings.scheduler_name,
+                node_selector={"esi.test/pool": unique},
+            )
+        )
+
+        node_name = wait_for("pod steered to run", running_on(client, "steered", namespace))
+
+    assert node_name == allowed
+    filters = extender.calls_for("filter", "steered")
+    assert filters, f"the extender saw no filter call for the pod; it saw {extender.verbs()}"
+    # Every feasible node was offered, not a sample: percentageOfNodesToScore is 100.
+    assert set(filters[0]["NodeNames"]) == set(nodes)
+
+
+def test_second_scheduler_runs_the_configuration_it_was_given(
+    cluster: LocalCluster,
+    second_scheduler: Callable[[str], SecondScheduler],
+) -> None:
+    scheduler = second_scheduler("http://127.0.0.1:9/extender")  # never called: no pod uses it
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(f"https://127.0.0.1:{scheduler.port}/configz", context=insecure) as response:
+        loaded = json.load(response)["componentconfig"]
+
+    assert loaded["percentageOfNodesToScore"] == 100
+    assert [p["schedulerName"] for p in loaded["profiles"]] == [scheduler.settings.scheduler_name]
+    assert loaded["clientConnection"]["qps"] == scheduler.settings.qps
+    assert loaded["clientConnection"]["burst"] == scheduler.settings.burst
+    (extender,) = loaded["extenders"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:9/extender"
+    assert (extender["filterVerb"], extender["preemptVerb"], extender["nodeCacheCapable"]) == (
+        "filter",
+        "preempt",
+        True,
+    )
+
+
+@pytest.fixture
+def priority_classes(client: Client, unique: str) -> Iterator[Callable[[Sequence[tuple[str, int]]], None]]:
+    created: list[str] = []
+
+    def create(classes: Sequence[tuple[str, int]]) -> None:
+        for name, value in classes:
+            client.create(priority_class(f"{name}-{unique}", value))
+            created.append(f"{name}-{unique}")
+
+    yield create
+    for name in created:
+        client.delete(PriorityClass, name)
+
+
+def test_preemption_follows_the_extenders_choice_of_victims(
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    priority_classes: Callable[[Sequence[tuple[str, int]]], None],
+) -> None:
+    # Two full nodes. On its own the scheduler would evict on node A (its victim has the lower priority);
+    # the extender only allows node B, so B's victim must go and A's must survive.
+    node_a, node_b = add_nodes(2, cpu="1")
+    priority_classes([("lowest", 10), ("low", 100), ("high", 1000)])
+    client.create(pod("victim-a", namespace, cpu="1", node_name=node_a, priority_class_name=f"lowest-{unique}"))
+    client.create(pod("victim-b", namespace, cpu="1", node_name=node_b, priority_class_name=f"low-{unique}"))
+    for name in ("victim-a", "victim-b"):
+        wait_for(f"pod {name} to run", running_on(client, name, namespace))
+
+    with serve(RecordingExtender(allowed_nodes={node_b})) as extender:
+        scheduler = second_scheduler(extender.url)
+        client.create(
+            pod(
+                "urgent",
+                namespace,
+                cpu="1",
+                scheduler=scheduler.settings.scheduler_name,
+                priority_class_name=f"high-{unique}",
+                node_selector={"esi.test/pool": unique},
+            )
+        )
+
+        node_name = wait_for("pod urgent to run", running_on(client, "urgent", namespace), timeout=90)
+
+    assert node_name == node_b
+    assert get_or_none(client, Pod, "victim-b", namespace) is None, "the allowed victim was not evicted"
+    survivor: Any = client.get(Pod, "victim-a", namespace=namespace)
+    assert survivor.metadata.deletionTimestamp is None
+    assert survivor.status.phase == "Running"
+    preempts = extender.calls_for("preempt", "urgent")
+    assert preempts, f"the extender saw no preempt call for the pod; it saw {extender.verbs()}"
+    assert set(preempts[0]["NodeNameToMetaVictims"]) == {node_a, node_b}, "the scheduler offered both nodes"
