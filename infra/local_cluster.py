@@ -200,6 +200,7 @@ class LocalCluster:
                 self.name,
                 "--config",
                 config_path,
+                "--kubeconfig=",  # leave ~/.kube/config alone; ours is in the cluster directory
                 "--wait",
                 f"{int(timeout)}s",
             ],
@@ -234,7 +235,19 @@ class LocalCluster:
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         if self.directory.exists():
-            _run([toolchain.binary("kwokctl"), "delete", "cluster", "--name", self.name], env=self._kwokctl_env())
+            # kwokctl removes the cluster's context from --kubeconfig (default ~/.kube/config, which it never
+            # touched); an empty value is refused, so name the cluster's own kubeconfig, deleted anyway.
+            _run(
+                [
+                    toolchain.binary("kwokctl"),
+                    "delete",
+                    "cluster",
+                    "--name",
+                    self.name,
+                    f"--kubeconfig={self.kubeconfig}",
+                ],
+                env=self._kwokctl_env(),
+            )
         (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
 
     def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
@@ -248,25 +261,20 @@ class LocalCluster:
     def _processes_dir(self) -> Path:
         return self.directory / "processes"
 
-    def start_process(
-        self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> subprocess.Popen[bytes]:
-        """Start a component of this cluster in the background; its output goes to ``logs/<name>.log``."""
+    def start_process(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+        """Start a component of this cluster in the background, output to ``logs/<name>.log``; its pid.
+
+        A shell starts it and exits at once, so the component is nobody's child: it outlives this Python
+        process, and no zombie of it can linger here.
+        """
         if self.process_running(name):
             raise ClusterError(f"{name} is already running for cluster {self.name!r}")
         self._processes_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        with (self.logs_dir / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                list(argv),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=None if env is None else dict(env),
-                start_new_session=True,
-            )
-        (self._processes_dir / f"{name}.pid").write_text(str(proc.pid))
-        return proc
+        launcher = 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
+        pid = int(_run(["sh", "-c", launcher, "sh", self.logs_dir / f"{name}.log", *argv], env=env))
+        (self._processes_dir / f"{name}.pid").write_text(str(pid))
+        return pid
 
     def process_running(self, name: str) -> bool:
         pid = self._pid(name)
@@ -295,14 +303,12 @@ class LocalCluster:
 
 
 def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):  # our own child that exited: reap it, it is gone
-        if os.waitpid(pid, os.WNOHANG) != (0, 0):
-            return False
+    """Whether ``pid`` runs; a zombie (exited, not yet reaped by whoever adopted it) does not."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -350,12 +356,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 def _describe(cluster: LocalCluster) -> None:
     state = "serving" if cluster.serving() else "NOT serving"
+    kubectl_dir = toolchain.binary("kubectl").parent
     print(f"cluster {cluster.name!r}: {state}")
     print(f"  API server:  {cluster.server()}")
     print(f"  kubeconfig:  {cluster.kubeconfig}")
     print(f"  logs:        {cluster.logs_dir}")
-    print(f"  kubectl:     {toolchain.binary('kubectl')}")
-    print(f"  try:         export KUBECONFIG={cluster.kubeconfig} PATH={toolchain.binary('kubectl').parent}:$PATH")
+    print(f"  try:         export KUBECONFIG={cluster.kubeconfig} PATH={kubectl_dir}:$PATH")
     print("               kubectl get nodes")
 
 

@@ -95,7 +95,7 @@ class SecondScheduler:
         )
         self.port = _free_port()
         kubeconfig = self.cluster.kubeconfig
-        proc = self.cluster.start_process(
+        self.cluster.start_process(
             self.process_name,
             [
                 str(toolchain.binary("kube-scheduler")),
@@ -113,9 +113,9 @@ class SecondScheduler:
         insecure.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
         deadline = time.monotonic() + timeout
         while True:
-            if proc.poll() is not None:
+            if not self.running():
                 raise ClusterError(
-                    f"second scheduler {self.settings.scheduler_name!r} exited with {proc.returncode}; "
+                    f"second scheduler {self.settings.scheduler_name!r} exited; "
                     f"log {self.log_path}:\n{self.log_path.read_text(errors='replace')[-3000:]}"
                 )
             with contextlib.suppress(OSError, urllib.error.URLError):

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Generator, Iterator
@@ -79,8 +80,11 @@ def _reap_abandoned_sessions() -> None:
         except (FileNotFoundError, ValueError, ProcessLookupError):
             if (directory / "keep").exists():
                 continue
-            with contextlib.suppress(Exception):
+            try:
                 _cluster_of(directory.name).delete()
+            except Exception as err:  # any failure: keep the directory, so the next session tries again
+                print(f"could not delete the abandoned test cluster in {directory}: {err}", file=sys.stderr)
+                continue
             shutil.rmtree(directory, ignore_errors=True)
 
 

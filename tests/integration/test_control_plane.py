@@ -117,13 +117,14 @@ def test_second_scheduler_runs_the_configuration_it_was_given(
     with urllib.request.urlopen(f"https://127.0.0.1:{scheduler.port}/configz", context=insecure) as response:
         loaded = json.load(response)["componentconfig"]
 
-    assert loaded["percentageOfNodesToScore"] == 100
-    assert [p["schedulerName"] for p in loaded["profiles"]] == [scheduler.settings.scheduler_name]
-    assert loaded["clientConnection"]["qps"] == scheduler.settings.qps
-    assert loaded["clientConnection"]["burst"] == scheduler.settings.burst
-    (extender,) = loaded["extenders"]
-    assert extender["urlPrefix"] == "http://127.0.0.1:9/extender"
-    assert (extender["filterVerb"], extender["preemptVerb"], extender["nodeCacheCapable"]) == (
+    # /configz serialises the scheduler's internal configuration type: Go field names.
+    assert loaded["PercentageOfNodesToScore"] == 100
+    assert [p["SchedulerName"] for p in loaded["Profiles"]] == [scheduler.settings.scheduler_name]
+    assert loaded["ClientConnection"]["QPS"] == scheduler.settings.qps
+    assert loaded["ClientConnection"]["Burst"] == scheduler.settings.burst
+    (extender,) = loaded["Extenders"]
+    assert extender["URLPrefix"] == "http://127.0.0.1:9/extender"
+    assert (extender["FilterVerb"], extender["PreemptVerb"], extender["NodeCacheCapable"]) == (
         "filter",
         "preempt",
         True,

@@ -39,4 +39,5 @@ for c in $commands; do
 done
 
 step "check the version stamp"
-"$OUT/bin/kube-apiserver" --version | grep -qx "Kubernetes v$VERSION"
+"$OUT/bin/kube-apiserver" --version >version.txt
+grep -qx "Kubernetes v$VERSION" version.txt

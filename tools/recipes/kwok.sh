@@ -13,4 +13,5 @@ for c in kwok kwokctl; do
 done
 
 step "check the version"
-"$OUT/bin/kwokctl" --version | grep -q "v$VERSION"
+"$OUT/bin/kwokctl" --version >version.txt
+grep -q "v$VERSION" version.txt

@@ -1,0 +1,47 @@
+"""Pure pieces of the local cluster: simulated node manifests and second-scheduler configuration."""
+
+from __future__ import annotations
+
+from infra.local_cluster import KWOK_NODE_ANNOTATION, NodeSpec, node_manifest
+from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
+
+
+def test_node_manifest_is_adopted_by_kwok_and_carries_capacity_and_labels() -> None:
+    node = node_manifest(NodeSpec("n1", cpu="2", memory="8Gi", pods=20, labels={"esi/node-id": "3"}))
+
+    assert node["metadata"]["annotations"][KWOK_NODE_ANNOTATION] == "fake"
+    assert node["metadata"]["labels"]["esi/node-id"] == "3"
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "n1"
+    assert node["status"]["allocatable"] == {"cpu": "2", "memory": "8Gi", "pods": "20"}
+    assert node["status"]["capacity"] == node["status"]["allocatable"]
+    assert "taints" not in node.get("spec", {}), "ordinary pods must be able to land on simulated nodes"
+
+
+def test_second_scheduler_configuration_has_the_settings_esi_relies_on() -> None:
+    config = scheduler_configuration(
+        SecondSchedulerSettings("esi-scheduler", "http://127.0.0.1:8080/extender", qps=300, burst=600),
+        kubeconfig="/k/config",
+    )
+
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["percentageOfNodesToScore"] == 100
+    assert config["profiles"] == [{"schedulerName": "esi-scheduler"}]
+    assert config["clientConnection"] == {"qps": 300, "burst": 600, "kubeconfig": "/k/config"}
+    assert config["leaderElection"] == {"leaderElect": False}
+    (extender,) = config["extenders"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:8080/extender"
+    assert (extender["filterVerb"], extender["preemptVerb"]) == ("filter", "preempt")
+    assert extender["nodeCacheCapable"] is True
+    assert extender["enableHTTPS"] is False
+    assert extender["ignorable"] is False
+
+
+def test_in_cluster_configuration_has_no_kubeconfig_and_https_extender_is_https() -> None:
+    config = scheduler_configuration(SecondSchedulerSettings("s", "https://esi-api.esi-system.svc/extender"), None)
+
+    assert "kubeconfig" not in config["clientConnection"]
+    assert config["extenders"][0]["enableHTTPS"] is True
+
+
+def test_without_extender_url_there_is_no_extender() -> None:
+    assert "extenders" not in scheduler_configuration(SecondSchedulerSettings("s"), None)
