@@ -8,6 +8,7 @@ virtualenv's ``bin`` goes first.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 import subprocess
@@ -17,7 +18,14 @@ from pathlib import Path
 
 from infra import toolchain
 
-__all__ = ["LOCAL_PASSPHRASE", "PulumiError", "ensure_kubernetes_plugin", "environment", "run"]
+__all__ = [
+    "LOCAL_PASSPHRASE",
+    "PulumiError",
+    "ensure_kubernetes_plugin",
+    "environment",
+    "kubernetes_plugin_version",
+    "run",
+]
 
 # Protects nothing secret (local stacks only); Pulumi needs some passphrase for a file backend.
 LOCAL_PASSPHRASE = "esi-local"  # noqa: S105
@@ -53,9 +61,15 @@ def run(args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: floa
     return done.stdout
 
 
+def kubernetes_plugin_version() -> str:
+    """The provider version the installed pulumi_kubernetes SDK asks the engine for (semver form)."""
+    declared = importlib.resources.files("pulumi_kubernetes").joinpath("pulumi-plugin.json").read_text()
+    return str(json.loads(declared)["version"])
+
+
 def ensure_kubernetes_plugin(env: Mapping[str, str], cwd: Path) -> None:
     """Install the locally built pulumi-resource-kubernetes into the Pulumi home, once."""
-    version = toolchain.load_pins()["pulumi-kubernetes"]
+    version = kubernetes_plugin_version()
     plugins = json.loads(run(["plugin", "ls", "--json"], cwd=cwd, env=env) or "[]")
     if any(p["name"] == "kubernetes" and p["kind"] == "resource" and p["version"] == version for p in plugins):
         return

@@ -272,7 +272,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             pins = load_pins()
             for tool in TOOLS:
                 state = "built" if _is_installed(tool, pins) else "missing"
-                print(f"{tool.name:<18} {pins[tool.version_pin]:<10} {state:<8} {install_dir(tool, pins)}")
+                print(f"{tool.name:<18} {pins[tool.version_pin]:<18} {state:<8} {install_dir(tool, pins)}")
         elif args.command == "path":
             print(os.pathsep.join(str(p) for p in path_entries()))
         else:
