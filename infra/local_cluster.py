@@ -34,6 +34,15 @@ __all__ = ["ClusterError", "LocalCluster", "NodeSpec", "node_manifest"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 DEFAULT_WORKDIR = toolchain.REPO_ROOT / ".esi" / "kwok"
+KWOKCTL_BINARIES = {
+    "kubeApiserverBinary": "kube-apiserver",
+    "kubeControllerManagerBinary": "kube-controller-manager",
+    "kubeSchedulerBinary": "kube-scheduler",
+    "kubectlBinary": "kubectl",
+    "kwokControllerBinary": "kwok",
+    "etcdBinary": "etcd",
+    "etcdctlBinary": "etcdctl",
+}
 
 
 class ClusterError(RuntimeError):
@@ -127,8 +136,17 @@ class LocalCluster:
             return False
         return True
 
+    def stop(self) -> None:
+        """Stop its processes, keeping its state (etcd data, certificates) for ``start``."""
+        for pid_file in sorted(self._processes_dir.glob("*.pid")):
+            self.stop_process(pid_file.stem)
+        _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
+
     def start(self, *, timeout: float = 180) -> None:
-        """Start the processes of a cluster that exists but is stopped (e.g. after a reboot)."""
+        """Start the control plane of a cluster that exists but is stopped (``stop``, or a reboot).
+
+        Processes started with ``start_process`` are not restarted: their owners start them again.
+        """
         _run(
             [toolchain.binary("kwokctl"), "start", "cluster", "--name", self.name, "--wait", f"{int(timeout)}s"],
             env=self._kwokctl_env(),
@@ -153,36 +171,16 @@ class LocalCluster:
 
     def _kwokctl_config(self) -> dict[str, Any]:
         pins = toolchain.load_pins()
-        bins = {
-            b: str(toolchain.binary(b, pins))
-            for b in (
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-                "kubectl",
-                "kwok",
-                "etcd",
-                "etcdctl",
-            )
+        options: dict[str, Any] = {
+            "runtime": "binary",
+            # Decides which flags kwokctl passes; its built-in default is a newer Kubernetes.
+            "kubeVersion": "v" + pins["kubernetes"],
+            "securePort": True,
+            "kubeAuthorization": True,
         }
-        return {
-            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-            "kind": "KwokctlConfiguration",
-            "options": {
-                "runtime": "binary",
-                # Decides which flags kwokctl passes; its built-in default is a newer Kubernetes.
-                "kubeVersion": "v" + pins["kubernetes"],
-                "securePort": True,
-                "kubeAuthorization": True,
-                "kubeApiserverBinary": bins["kube-apiserver"],
-                "kubeControllerManagerBinary": bins["kube-controller-manager"],
-                "kubeSchedulerBinary": bins["kube-scheduler"],
-                "kubectlBinary": bins["kubectl"],
-                "kwokControllerBinary": bins["kwok"],
-                "etcdBinary": bins["etcd"],
-                "etcdctlBinary": bins["etcdctl"],
-            },
-        }
+        # Every binary is ours; an option left out would make kwokctl download a default.
+        options.update({option: str(toolchain.binary(name, pins)) for option, name in KWOKCTL_BINARIES.items()})
+        return {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration", "options": options}
 
     def create(self, nodes: Sequence[NodeSpec] = (), *, timeout: float = 180) -> None:
         """Start the control plane, wait until it serves, then add ``nodes`` and wait until they are Ready."""

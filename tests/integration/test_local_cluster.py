@@ -1,0 +1,51 @@
+"""The local cluster library on a cluster of its own: create with labelled nodes, stop and start without
+losing state, delete without leaving a process behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from infra.local_cluster import LocalCluster, NodeSpec
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # the process ended while we looked
+    return found
+
+
+def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
+    cluster = LocalCluster(f"life-{unique}", workdir=tmp_path / "kwok")
+    try:
+        cluster.create([NodeSpec("a", cpu="3", memory="5Gi", labels={"esi.test/role": "worker"}), NodeSpec("b")])
+
+        nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        assert set(by_name) == {"a", "b"}
+        assert by_name["a"]["metadata"]["labels"]["esi.test/role"] == "worker"
+        assert by_name["a"]["status"]["allocatable"]["cpu"] == "3"
+        assert by_name["a"]["status"]["allocatable"]["memory"] == "5Gi"
+        assert set(cluster.component_logs()) >= {"etcd", "kube-apiserver", "kube-scheduler", "kwok-controller"}
+
+        cluster.kubectl("create", "configmap", "kept", "--from-literal=k=v")
+        helpers = [cluster.start_process("helper", ["sleep", "600"])]
+        cluster.stop()
+        assert not cluster.serving()
+        assert not cluster.process_running("helper")
+        cluster.start()
+        assert cluster.serving()
+        assert json.loads(cluster.kubectl("get", "configmap", "kept", "-o", "json"))["data"] == {"k": "v"}
+
+        helpers.append(cluster.start_process("helper", ["sleep", "600"]))
+    finally:
+        cluster.delete()
+
+    assert not cluster.directory.exists()
+    assert not set(helpers) & set(processes_mentioning("sleep 600")), "a process it started still runs"
+    assert processes_mentioning(str(cluster.directory)) == [], "a process of the deleted cluster still runs"
