@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up down status tools venv test unit integration lint typecheck format
+.PHONY: help up down status tools venv test unit integration lint typecheck format crds
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -56,3 +56,6 @@ typecheck: venv ## mypy --strict
 format: venv ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+crds: venv ## regenerate crds/ from the models in esi/
+	$(BIN)/python -m infra.crds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Namespace
 
+from esi.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster
 from tests.integration.kube import namespace_manifest
 
@@ -35,3 +37,13 @@ def namespace(client: Client, request: pytest.FixtureRequest) -> Iterator[str]:
 def unique() -> str:
     """A short suffix for cluster-scoped names (nodes, priority classes, scheduler names)."""
     return uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="session")
+def esi_crds(cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with esi's CRDs installed and established (as generated from the models now)."""
+    crds = [crd(d) for d in DEFINITIONS]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))  # fmt: skip
+    cluster.kubectl("wait", "--for=condition=Established", *(f"crd/{c['metadata']['name']}" for c in crds))
+    return cluster

@@ -1,0 +1,160 @@
+"""BatchJob: a recurring Spark or Flink application, the external scheduler's notes on it, and its runs.
+
+The spec embeds the application's own spec — a SparkApplication (``sparkoperator.k8s.io/v1beta2``) or a
+FlinkDeployment (``flink.apache.org/v1beta1``) — of which only the fields esi reads or overrides are typed
+here; everything else is kept as written and handed to the application's operator unchanged. esi decides
+the executors' count, size, placement and scheduler; what a user writes there is replaced.
+
+Nothing in the spec is written by esi: which Scheduling holds the job and which slots it was given are
+recorded elsewhere (the Scheduling's status), and ``status`` is written by the BatchJob reconciler alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from esi.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
+
+__all__ = [
+    "MAX_RUNS",
+    "BatchJob",
+    "BatchJobSpec",
+    "BatchJobState",
+    "BatchJobStatus",
+    "FlinkDeploymentSpec",
+    "FlinkJobSpec",
+    "RunOutcome",
+    "RunRecord",
+    "SparkApplicationSpec",
+    "SparkPodSpec",
+]
+
+MAX_RUNS = 50  # run history kept per BatchJob (oldest dropped first)
+
+
+class OpenModel(EsiModel):
+    """An embedded third-party spec: known fields typed, unknown ones kept (and preserved by the API server)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class SparkPodSpec(OpenModel):
+    """The parts of a SparkApplication driver/executor spec esi reads or sets."""
+
+    cores: int | None = Field(default=None, ge=1)
+    core_request: str | None = None
+    core_limit: str | None = None
+    memory: str | None = None
+    memory_overhead: str | None = None
+    instances: int | None = Field(default=None, ge=0, description="Executors only; set by esi from the slots.")
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    service_account: str | None = None
+    scheduler_name: str | None = None
+    priority_class_name: str | None = None
+
+
+class SparkApplicationSpec(OpenModel):
+    """A SparkApplication ``sparkoperator.k8s.io/v1beta2`` spec."""
+
+    type: str = Field(description="Scala, Java, Python or R.")
+    main_application_file: str = Field(min_length=1)
+    mode: str | None = None
+    image: str | None = None
+    main_class: str | None = None
+    arguments: list[str] | None = None
+    spark_version: str | None = None
+    spark_conf: dict[str, str] | None = None
+    driver: SparkPodSpec | None = None
+    executor: SparkPodSpec | None = None
+
+
+class FlinkJobSpec(OpenModel):
+    jar_uri: str = Field(alias="jarURI", min_length=1)
+    entry_class: str | None = None
+    args: list[str] | None = None
+    parallelism: int | None = Field(default=None, ge=1)
+    upgrade_mode: str | None = None
+
+
+class FlinkDeploymentSpec(OpenModel):
+    """A FlinkDeployment ``flink.apache.org/v1beta1`` spec, in application mode (it must run a job)."""
+
+    job: FlinkJobSpec
+    image: str | None = None
+    flink_version: str | None = None
+    flink_configuration: dict[str, str] | None = None
+    service_account: str | None = None
+    job_manager: dict[str, Any] | None = None
+    task_manager: dict[str, Any] | None = None
+
+
+class BatchJobSpec(EsiModel):
+    cel_rules: ClassVar = (
+        {"rule": "has(self.sparkSpec) != has(self.flinkSpec)", "message": "set exactly one of sparkSpec or flinkSpec"},
+    )
+
+    spark_spec: SparkApplicationSpec | None = Field(default=None, description="The Spark application to run.")
+    flink_spec: FlinkDeploymentSpec | None = Field(default=None, description="The Flink application to run.")
+    external_scheduler: dict[str, list[dict[str, str]]] | None = Field(
+        default=None,
+        description="Free-form notes of the external scheduler (e.g. measured co-location runtimes); esi keeps them.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_application(self) -> BatchJobSpec:
+        if (self.spark_spec is None) == (self.flink_spec is None):
+            raise ValueError("set exactly one of sparkSpec or flinkSpec")
+        return self
+
+
+class BatchJobState(StrEnum):
+    READY = "Ready"  # not held by any Scheduling
+    QUEUED = "Queued"  # held by a Scheduling, waiting for slots
+    SUBMITTED = "Submitted"  # application created, executors not all placed yet
+    SCHEDULED = "Scheduled"  # every executor is bound to its slot
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    RELEASING = "Releasing"  # released by its Scheduling; the application and its pods are being removed
+
+
+class RunOutcome(StrEnum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"  # released or deleted while it ran
+
+
+class RunRecord(EsiModel):
+    """One run of the job: when, where, next to whom, and how it ended (open while ``end`` is absent)."""
+
+    scheduling: str = Field(min_length=1, max_length=253)
+    testbed: str = Field(min_length=1, max_length=253)
+    slots: list[int] = Field(max_length=4096, json_schema_extra={"x-kubernetes-list-type": "set"})
+    nodes: list[str] = Field(default_factory=list, max_length=4096)
+    colocated_jobs: list[str] = Field(default_factory=list, max_length=4096)
+    start: datetime
+    end: datetime | None = None
+    outcome: RunOutcome | None = None
+
+
+class BatchJobStatus(ReconciledStatus):
+    state: BatchJobState = BatchJobState.READY
+    scheduling: str | None = Field(default=None, description="The Scheduling that holds the job.")
+    message: str | None = Field(default=None, description="What it is doing or waiting for, in a sentence.")
+    runs: list[RunRecord] = Field(default_factory=list, max_length=MAX_RUNS)
+    run_count: int = Field(default=0, ge=0, description="Runs ever recorded (the history keeps the latest).")
+
+
+class BatchJob(EsiModel):
+    """A whole BatchJob object, as written in a manifest or returned by the API server."""
+
+    api_version: Literal["esi.tu-berlin.de/v1alpha1"] = API_VERSION
+    kind: Literal["BatchJob"] = "BatchJob"
+    metadata: ObjectMeta
+    spec: BatchJobSpec
+    status: BatchJobStatus | None = None

@@ -1,0 +1,118 @@
+"""Where a Testbed's slots are and which global id each one has.
+
+Every node that carries the Testbed's label holds ``slotsPerNode`` slots; the label's value is the node's
+id. Slots are numbered by (position on node, node id) — *interleaved* across nodes: with nodes 0 and 1 and
+two slots each, ids 0 and 1 are the first slot of node 0 and node 1, ids 2 and 3 the second. Schedulers
+written for the original system rely on this (consecutive queue entries land on different nodes).
+
+Two things the original got wrong are decided here instead:
+
+* Label values that are not integers, or not distinct, never crash the layout and never drop slots
+  silently. A node whose value is not an integer cannot be ordered, so its slots are left out *and named in
+  a problem*; nodes sharing a value all keep their slots (ordered by node name as a tie-break) and the
+  clash is named in a problem. The reconciler turns problems into a condition.
+* Ids held by work stay put. Renumbering every slot when a node joins or leaves would move the slots a
+  running job was given. ``keep`` maps (node, position) to the id it must keep; every other slot gets the
+  smallest id not kept, in interleaved order. With nothing kept the ids are exactly 0..n-1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "layout_slots"]
+
+_INTEGER = re.compile(r"^[0-9]{1,18}$")
+
+
+@dataclass(frozen=True)
+class NodeLabels:
+    """What the layout needs of a node: its name and its labels."""
+
+    name: str
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, order=True)
+class SlotPlace:
+    """One slot: its global id, and where it is (node name, node id, position on the node)."""
+
+    id: int
+    node_name: str
+    node_id: int
+    position: int
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    slots: tuple[SlotPlace, ...]  # ordered by id
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(sorted({s.node_name for s in self.slots}))
+
+
+def layout_slots(
+    nodes: Sequence[NodeLabels],
+    label: str,
+    slots_per_node: int,
+    keep: Mapping[tuple[str, int], int] | None = None,
+) -> SlotLayout:
+    """The Testbed's slots on ``nodes`` (any nodes; those without ``label`` are ignored)."""
+    if slots_per_node < 1:
+        raise ValueError(f"slots_per_node must be at least 1, got {slots_per_node}")
+    keep = keep or {}
+    problems: list[str] = []
+    members: list[tuple[int, str]] = []  # (node id, node name)
+    for node in sorted(nodes, key=lambda n: n.name):
+        value = node.labels.get(label)
+        if value is None:
+            continue
+        if not _INTEGER.fullmatch(value):
+            problems.append(
+                f"node {node.name} is left out: its label {label}={value!r} is not a non-negative integer node id"
+            )
+            continue
+        members.append((int(value), node.name))
+
+    by_id: dict[int, list[str]] = {}
+    for node_id, name in members:
+        by_id.setdefault(node_id, []).append(name)
+    for node_id, names in sorted(by_id.items()):
+        if len(names) > 1:
+            problems.append(
+                f"nodes {', '.join(names)} share node id {node_id} ({label}); their slots are ordered by node name"
+            )
+
+    places = sorted(
+        ((position, node_id, name) for node_id, name in members for position in range(slots_per_node)),
+    )
+    ids = _assign_ids([(name, position) for position, _, name in places], keep)
+    slots = sorted(
+        SlotPlace(id=ids[(name, position)], node_name=name, node_id=node_id, position=position)
+        for position, node_id, name in places
+    )
+    return SlotLayout(tuple(slots), tuple(problems))
+
+
+def _assign_ids(places: Sequence[tuple[str, int]], keep: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Kept ids first (each id at most once, in interleaved order), then the smallest free ids in order."""
+    assigned: dict[tuple[str, int], int] = {}
+    taken: set[int] = set()
+    for place in places:
+        kept = keep.get(place)
+        if kept is not None and kept >= 0 and kept not in taken:
+            assigned[place] = kept
+            taken.add(kept)
+    next_id = 0
+    for place in places:
+        if place in assigned:
+            continue
+        while next_id in taken:
+            next_id += 1
+        assigned[place] = next_id
+        taken.add(next_id)
+    return assigned

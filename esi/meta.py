@@ -1,0 +1,181 @@
+"""What the three esi resources share: API group, the camelCase model base, references and conditions.
+
+Conditions follow the Kubernetes conventions (``metav1.Condition``): a ``type``, a ``status`` of True, False
+or Unknown, a CamelCase ``reason``, a human ``message``, ``lastTransitionTime`` (changed only when the
+status changes) and the ``observedGeneration`` the condition was computed from. ``set_condition`` is the
+one way they change: a small pure setter that reports whether anything changed, so reconcilers write
+status only when it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Final
+
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "Condition",
+    "ConditionStatus",
+    "EsiModel",
+    "ObjectMeta",
+    "ObjectReference",
+    "ReconciledStatus",
+    "find_condition",
+    "set_condition",
+    "utc_now",
+]
+
+GROUP: Final = "esi.tu-berlin.de"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "esi.tu-berlin.de/v1alpha1"
+
+# Bounds for lists and strings: the API server needs them to estimate the cost of CEL rules, and they keep
+# a single object far below etcd's size limit.
+MAX_NAME_LENGTH = 253
+
+
+class EsiModel(BaseModel):
+    """Base of every esi model: camelCase on the wire, snake_case in Python, unknown fields refused.
+
+    ``x-kubernetes-validations`` (CEL rules the API server enforces) are declared per class in
+    ``cel_rules`` and end up in the generated CRD.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=True,
+    )
+    cel_rules: ClassVar[Sequence[dict[str, str]]] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if cls.cel_rules:
+            handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [dict(r) for r in cls.cel_rules]
+        return schema
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The object as the API server stores it: camelCase keys, absent optionals left out."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class ObjectReference(EsiModel):
+    """A reference to another esi object, as the original wrote it: ``{name, namespace}``.
+
+    The namespace may be left out; it then means the referring object's own namespace.
+    """
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="Name of the object.")
+    namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        description="Namespace of the object; the referring object's namespace when left out.",
+    )
+
+    def in_namespace(self, default: str) -> tuple[str, str]:
+        """(namespace, name), with ``default`` for a reference without namespace."""
+        return (self.namespace or default, self.name)
+
+
+class ObjectMeta(EsiModel):
+    """The object metadata esi reads; the rest of what the API server sends is kept, not interpreted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(EsiModel):
+    """One aspect of an object's state, in the shape of Kubernetes' ``metav1.Condition``."""
+
+    type: str = Field(
+        min_length=1,
+        max_length=316,
+        pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+    )
+    status: ConditionStatus
+    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: datetime
+    observed_generation: int | None = Field(default=None, ge=0)
+
+
+class ReconciledStatus(EsiModel):
+    """What every esi status has, written by the resource's own reconciler only."""
+
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=32,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(default=None, ge=0, description="The generation this status reflects.")
+
+
+def find_condition(conditions: Sequence[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    observed_generation: int | None = None,
+) -> tuple[list[Condition], bool]:
+    """The conditions with ``type_`` set as given, and whether anything changed.
+
+    ``lastTransitionTime`` moves only when the status changes, as Kubernetes conventions ask; a new reason,
+    message or generation alone updates the condition but keeps its transition time.
+    """
+    if now.tzinfo is None:
+        raise ValueError("condition times must be timezone-aware")
+    current = find_condition(conditions, type_)
+    transition = current.last_transition_time if current is not None and current.status == status else now
+    updated = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=transition,
+        observed_generation=observed_generation,
+    )
+    if current == updated:
+        return list(conditions), False
+    if current is None:
+        return [*conditions, updated], True
+    return [updated if c.type == type_ else c for c in conditions], True
+
+
+def utc_now() -> datetime:
+    """The clock reconcilers inject by default; tests pass their own time instead."""
+    return datetime.now(UTC).replace(microsecond=0)

@@ -1,0 +1,164 @@
+"""Scheduling: the external scheduler's decision — a Testbed and either a queue of jobs or explicit slots.
+
+``queueBased``: job references in order; a job named k times needs k executors (k slots); entries map in
+order onto the free slots, and a job starts only when all its executors can (gang). ``slotBased``: each job
+names its slot ids; ``strict`` starts jobs in order without overtaking, ``relaxed`` starts any job whose
+slots are all free. (``esi.placement`` decides; this module only describes.)
+
+A Scheduling holds its Testbed and its jobs exclusively while it lives. The slots it gives a job are
+recorded in its status the moment they are decided, so every reader sees them reserved at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from esi.meta import API_VERSION, EsiModel, ObjectMeta, ObjectReference, ReconciledStatus
+from esi.placement import SlotMode
+
+__all__ = [
+    "MAX_QUEUE",
+    "MAX_SLOT_JOBS",
+    "JobProgress",
+    "JobState",
+    "Scheduling",
+    "SchedulingSpec",
+    "SchedulingState",
+    "SchedulingStatus",
+    "SlotBased",
+    "SlotJob",
+]
+
+MAX_QUEUE = 4096
+# The CEL rule that keeps slotBased job names distinct compares every pair; the API server refuses a CRD
+# whose worst-case rule cost is too high, and 256 jobs is what fits its budget.
+MAX_SLOT_JOBS = 256
+
+
+class SlotJob(EsiModel):
+    name: ObjectReference = Field(description="The BatchJob.")
+    slot_ids: list[int] = Field(
+        min_length=1,
+        max_length=4096,
+        description="Global ids of the slots its executors go to; one executor per slot.",
+        json_schema_extra={"x-kubernetes-list-type": "set", "items": {"type": "integer", "minimum": 0}},
+    )
+
+    @field_validator("slot_ids")
+    @classmethod
+    def _distinct_non_negative(cls, ids: list[int]) -> list[int]:
+        if any(i < 0 for i in ids):
+            raise ValueError("slot ids are non-negative")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"slot ids must be distinct, got {ids}")
+        return ids
+
+
+class SlotBased(EsiModel):
+    cel_rules: ClassVar = (
+        {
+            "rule": "self.jobs.all(a, self.jobs.exists_one(b, b.name.name == a.name.name))",
+            "message": "each job may appear only once in slotBased.jobs",
+            "fieldPath": ".jobs",
+        },
+    )
+
+    mode: SlotMode = Field(
+        default=SlotMode.STRICT,
+        description="strict: jobs start in order, none overtakes; relaxed: any job whose slots are free starts.",
+        json_schema_extra={"enum": ["strict", "relaxed", "STRICT", "RELAXED"]},
+    )
+    jobs: list[SlotJob] = Field(min_length=1, max_length=MAX_SLOT_JOBS)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _accept_upper_case(cls, mode: Any) -> Any:
+        # The original system's manifests spell the modes in upper case.
+        return mode.lower() if isinstance(mode, str) else mode
+
+    @field_validator("jobs")
+    @classmethod
+    def _distinct_jobs(cls, jobs: list[SlotJob]) -> list[SlotJob]:
+        names = [j.name.name for j in jobs]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"each job may appear only once, repeated: {', '.join(repeated)}")
+        return jobs
+
+
+class SchedulingSpec(EsiModel):
+    cel_rules: ClassVar = (
+        {
+            "rule": "has(self.queueBased) != has(self.slotBased)",
+            "message": "set exactly one of queueBased or slotBased",
+        },
+    )
+
+    testbed: ObjectReference = Field(description="The Testbed whose slots the jobs run in.")
+    queue_based: list[ObjectReference] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_QUEUE,
+        description="Jobs in order; a job named k times runs with k executors.",
+    )
+    slot_based: SlotBased | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_strategy(self) -> SchedulingSpec:
+        if (self.queue_based is None) == (self.slot_based is None):
+            raise ValueError("set exactly one of queueBased or slotBased")
+        return self
+
+
+class SchedulingState(StrEnum):
+    PENDING = "Pending"  # waiting to hold its Testbed and all its jobs
+    RUNNING = "Running"  # holds them; jobs are being placed or run
+    COMPLETED = "Completed"  # every job has run (each job's outcome is in status.jobs)
+    FAILED = "Failed"  # cannot proceed as written (see its conditions); fixing the spec resumes it
+
+
+class JobState(StrEnum):
+    WAITING = "Waiting"  # for its slots
+    RESERVED = "Reserved"  # slots decided and recorded; the application is being created
+    SUBMITTED = "Submitted"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class JobProgress(EsiModel):
+    """One job of the Scheduling: its slots once decided, and when it reached each step."""
+
+    name: str = Field(min_length=1, max_length=253)
+    state: JobState = JobState.WAITING
+    executors: int = Field(ge=1, description="Slots the job needs.")
+    slots: list[int] = Field(default_factory=list, max_length=4096, json_schema_extra={"x-kubernetes-list-type": "set"})
+    queued_at: datetime | None = None
+    reserved_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class SchedulingStatus(ReconciledStatus):
+    state: SchedulingState = SchedulingState.PENDING
+    waiting_for: str | None = Field(default=None, description="What the Scheduling waits for, in a sentence.")
+    progress: str | None = Field(default=None, description="Finished jobs / all jobs, e.g. 2/5.")
+    jobs: list[JobProgress] = Field(
+        default_factory=list,
+        max_length=MAX_QUEUE,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class Scheduling(EsiModel):
+    """A whole Scheduling object, as written in a manifest or returned by the API server."""
+
+    api_version: Literal["esi.tu-berlin.de/v1alpha1"] = API_VERSION
+    kind: Literal["Scheduling"] = "Scheduling"
+    metadata: ObjectMeta
+    spec: SchedulingSpec
+    status: SchedulingStatus | None = None

@@ -1,0 +1,184 @@
+"""Manifests of the three esi resources, valid and invalid, shared by the model tests (pydantic) and the
+API-server tests (the generated CRDs): both must accept the valid ones and reject each invalid one at the
+same field."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+API_VERSION = "esi.tu-berlin.de/v1alpha1"
+
+
+def without_nones(value: Any) -> Any:
+    """The manifest as a user would write it: keys the builders set to None (to drop a default) left out."""
+    if isinstance(value, dict):
+        return {k: without_nones(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nones(v) for v in value]
+    return value
+
+
+def testbed_manifest(**spec: Any) -> dict[str, Any]:
+    body = {"nodeLabel": "tuberlin.de/node-with-slots-profiler", "slotsPerNode": 2,
+            "resourcesPerSlot": {"cpu": "700m", "memory": "896Mi"}} | spec  # fmt: skip
+    manifest: dict[str, Any] = without_nones(
+        {"apiVersion": API_VERSION, "kind": "Testbed", "metadata": {"name": "profiler-testbed"}, "spec": body}
+    )
+    return manifest
+
+
+SPARK = {
+    "type": "Scala",
+    "image": "spark-webcrawler:latest",
+    "imagePullPolicy": "Always",
+    "mainClass": "com.example.webcrawler.WebCrawlerApplication",
+    "mainApplicationFile": "local:///opt/spark/webcrawler.jar",
+    "arguments": ["Web_crawler", "10000", "Kubernetes"],
+}
+FLINK = {
+    "image": "flink:1.20",
+    "flinkVersion": "v1_20",
+    "serviceAccount": "flink",
+    "jobManager": {"resource": {"cpu": 1, "memory": "1024m"}},
+    "job": {"jarURI": "local:///opt/flink/examples/WordCount.jar", "parallelism": 2, "upgradeMode": "stateless"},
+}
+
+
+def batchjob_manifest(**spec: Any) -> dict[str, Any]:
+    body = {"sparkSpec": copy.deepcopy(SPARK)} | spec
+    manifest: dict[str, Any] = without_nones(
+        {"apiVersion": API_VERSION, "kind": "BatchJob", "metadata": {"name": "spark-crawler"}, "spec": body}
+    )
+    return manifest
+
+
+def scheduling_manifest(**spec: Any) -> dict[str, Any]:
+    queue = [{"name": "spark-crawler"}, {"name": "batchjob-spark", "namespace": "default"}]
+    body = {"testbed": {"name": "profiler-testbed", "namespace": "default"}, "queueBased": queue} | spec
+    manifest: dict[str, Any] = without_nones(
+        {"apiVersion": API_VERSION, "kind": "Scheduling", "metadata": {"name": "sched"}, "spec": body}
+    )
+    return manifest
+
+
+def slot_based(*jobs: tuple[str, list[int]], mode: str = "strict") -> dict[str, Any]:
+    return {"mode": mode, "jobs": [{"name": {"name": n}, "slotIds": ids} for n, ids in jobs]}
+
+
+VALID: dict[str, dict[str, Any]] = {
+    "testbed from the thesis": testbed_manifest(),
+    "testbed with integer quantities": testbed_manifest(resourcesPerSlot={"cpu": 2, "memory": 1073741824}),
+    "spark batchjob with the external scheduler's notes": batchjob_manifest(
+        externalScheduler={"profiler": [{"flink-wordcount": "24 (16)", "spark-pi": "27 (16)"}]}
+    ),
+    "flink batchjob": batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)),
+    "queue-based scheduling from the thesis": scheduling_manifest(),
+    "slot-based scheduling, original upper-case mode": scheduling_manifest(
+        queueBased=None, slotBased=slot_based(("a", [0, 2]), ("b", [1]), mode="STRICT")
+    ),
+    "slot-based scheduling, relaxed": scheduling_manifest(
+        queueBased=None, slotBased=slot_based(("a", [3]), mode="relaxed")
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Invalid:
+    manifest: dict[str, Any]
+    field: str  # where both the API server and pydantic must report it, API-server style: spec.jobs[0].slotIds
+    message: str  # a fragment of the API server's message
+
+
+def _without(manifest: dict[str, Any], *path: str) -> dict[str, Any]:
+    out = copy.deepcopy(manifest)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return out
+
+
+INVALID: dict[str, Invalid] = {
+    "batchjob without an application": Invalid(
+        batchjob_manifest(sparkSpec=None), "spec", "set exactly one of sparkSpec or flinkSpec"
+    ),
+    "batchjob with both applications": Invalid(
+        batchjob_manifest(flinkSpec=copy.deepcopy(FLINK)), "spec", "set exactly one of sparkSpec or flinkSpec"
+    ),
+    "spark spec without its main file": Invalid(
+        _without(batchjob_manifest(), "spec", "sparkSpec", "mainApplicationFile"),
+        "spec.sparkSpec.mainApplicationFile",
+        "Required value",
+    ),
+    "flink spec without a job": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec={"image": "flink:1.20"}), "spec.flinkSpec.job", "Required value"
+    ),
+    "external scheduler notes that are not string maps": Invalid(
+        batchjob_manifest(externalScheduler={"profiler": ["just a string"]}),
+        "spec.externalScheduler.profiler[0]",
+        "must be of type object",
+    ),
+    "testbed without slots": Invalid(
+        testbed_manifest(slotsPerNode=0), "spec.slotsPerNode", "greater than or equal to 1"
+    ),
+    "testbed with zero cpu per slot": Invalid(
+        testbed_manifest(resourcesPerSlot={"cpu": "0", "memory": "1Gi"}),
+        "spec.resourcesPerSlot.cpu",
+        "cpu must be positive",
+    ),
+    "testbed with negative memory per slot": Invalid(
+        testbed_manifest(resourcesPerSlot={"cpu": "1", "memory": "-1Gi"}),
+        "spec.resourcesPerSlot.memory",
+        "memory must be positive",
+    ),
+    "testbed with memory that is not a quantity": Invalid(
+        testbed_manifest(resourcesPerSlot={"cpu": "1", "memory": "lots"}),
+        "spec.resourcesPerSlot.memory",
+        "should match",
+    ),
+    "testbed label key with a space": Invalid(testbed_manifest(nodeLabel="my label"), "spec.nodeLabel", "should match"),
+    "testbed without slot size": Invalid(
+        _without(testbed_manifest(), "spec", "resourcesPerSlot"), "spec.resourcesPerSlot", "Required value"
+    ),
+    "scheduling with both strategies": Invalid(
+        scheduling_manifest(slotBased=slot_based(("a", [0]))), "spec", "set exactly one of queueBased or slotBased"
+    ),
+    "scheduling with no strategy": Invalid(
+        scheduling_manifest(queueBased=None), "spec", "set exactly one of queueBased or slotBased"
+    ),
+    "scheduling with the original's obsolete spec.slots instead of spec.testbed": Invalid(
+        _without(scheduling_manifest(slots={"name": "profiler-testbed"}), "spec", "testbed"),
+        "spec.slots",
+        "unknown field",
+    ),
+    "scheduling with an empty queue": Invalid(
+        scheduling_manifest(queueBased=[]), "spec.queueBased", "at least 1 items"
+    ),
+    "slot list naming a slot twice": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0, 1, 0]))),
+        "spec.slotBased.jobs[0].slotIds[2]",
+        "Duplicate value",
+    ),
+    "slot list with a negative slot id": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [-1]))),
+        "spec.slotBased.jobs[0].slotIds[0]",
+        "greater than or equal to 0",
+    ),
+    "slot list naming a job twice": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0]), ("a", [1]))),
+        "spec.slotBased.jobs",
+        "each job may appear only once",
+    ),
+    "slot list with an unknown mode": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0]), mode="sideways")),
+        "spec.slotBased.mode",
+        "Unsupported value",
+    ),
+    "slot list job without slots": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a", []))),
+        "spec.slotBased.jobs[0].slotIds",
+        "at least 1 items",
+    ),
+}
