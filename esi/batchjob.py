@@ -146,6 +146,7 @@ class BatchJobStatus(ReconciledStatus):
     state: BatchJobState = BatchJobState.READY
     scheduling: str | None = Field(default=None, description="The Scheduling that holds the job.")
     message: str | None = Field(default=None, description="What it is doing or waiting for, in a sentence.")
+    submitted_at: datetime | None = Field(default=None, description="When the current application was created.")
     runs: list[RunRecord] = Field(default_factory=list, max_length=MAX_RUNS)
     run_count: int = Field(default=0, ge=0, description="Runs ever recorded (the history keeps the latest).")
 

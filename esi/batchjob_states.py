@@ -1,0 +1,263 @@
+"""The BatchJob lifecycle as one pure function: (status, what is observed now) -> (new status, actions).
+
+The BatchJob reconciler observes who holds the job (a Scheduling, and the slots that Scheduling reserved
+for it) and the job's application (SparkApplication or FlinkDeployment) with its executor pods; it calls
+``decide_batchjob``, performs the returned actions and writes the returned status. Level-triggered: the
+decision depends only on the last status and the current observation, so running it twice, late, or after
+a crash converges to the same place.
+
+::
+
+    Ready ──held──▶ Queued ──slots reserved──▶ Submitted ──executors bound──▶ Scheduled ──running──▶ Running
+                                                   │ (completion or failure may be seen from any of these) │
+                                                   └────────────────▶ Succeeded | Failed ◀─────────────────┘
+    any state ──released (no holder, or another holder)──▶ Releasing ──application and pods gone──▶ Ready
+
+Deliberate differences from the original system:
+
+* A job runs at most once per holding Scheduling. An application that disappears once its executors were
+  placed (deleted by hand, TTL) ends the run as Failed; the original silently started it again. Before
+  that (Submitted) it is simply created again: a fresh application may not be visible yet.
+* A run that completes without Running ever being observed (short jobs, a restart) is still recorded,
+  starting at submission.
+* Releasing closes an open run as Cancelled instead of leaving it open forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from esi.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
+from esi.meta import ConditionStatus, set_condition
+
+__all__ = [
+    "ApplicationPhase",
+    "ApplicationView",
+    "BatchJobDecision",
+    "BatchJobObservation",
+    "CreateApplication",
+    "DeleteApplication",
+    "Holder",
+    "decide_batchjob",
+]
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The Scheduling that holds the job, and the slots it reserved for it (none yet: still waiting)."""
+
+    scheduling: str
+    testbed: str
+    slots: tuple[int, ...] = ()
+
+
+class ApplicationPhase(StrEnum):
+    """An application's state, mapped from the Spark or Flink operator's own words."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class ApplicationView:
+    phase: ApplicationPhase
+    executors: int = 0  # executor pods that exist
+    executors_bound: int = 0  # of those, the ones with a node
+    executors_running: int = 0
+    nodes: tuple[str, ...] = ()  # the executors' nodes
+    message: str = ""  # the operator's words on a failure
+
+
+@dataclass(frozen=True)
+class BatchJobObservation:
+    holder: Holder | None
+    application: ApplicationView | None  # None: no application object exists
+    leftover_pods: int = 0  # pods of the job's application that are still there (terminating)
+    colocated_jobs: tuple[str, ...] = ()  # other jobs running on the executors' nodes
+
+
+@dataclass(frozen=True)
+class CreateApplication:
+    testbed: str
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DeleteApplication:
+    pass
+
+
+Action = CreateApplication | DeleteApplication
+
+
+@dataclass(frozen=True)
+class BatchJobDecision:
+    status: BatchJobStatus
+    actions: tuple[Action, ...] = ()
+    events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message) for Kubernetes Events
+
+
+_ACTIVE = (BatchJobState.SUBMITTED, BatchJobState.SCHEDULED, BatchJobState.RUNNING)
+_FINISHED = (BatchJobState.SUCCEEDED, BatchJobState.FAILED)
+
+
+def decide_batchjob(
+    status: BatchJobStatus | None,
+    observation: BatchJobObservation,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> BatchJobDecision:
+    """The next status of a BatchJob and what to do to get there."""
+    current = status or BatchJobStatus()
+    step = _Step(current, observation, now)
+    holder = observation.holder
+    if current.scheduling is not None and (holder is None or holder.scheduling != current.scheduling):
+        step.release()
+    if step.status.state != BatchJobState.RELEASING and holder is not None:
+        step.follow(holder)
+    return step.result(generation)
+
+
+class _Step:
+    """One decision in the making: the status so far, the actions and the events it causes."""
+
+    def __init__(self, status: BatchJobStatus, observation: BatchJobObservation, now: datetime) -> None:
+        self.start = status
+        self.status = status
+        self.observation = observation
+        self.now = now
+        self.actions: list[Action] = []
+
+    def update(self, **changes: object) -> None:
+        self.status = self.status.model_copy(update=changes)
+
+    def release(self) -> None:
+        """The holding Scheduling let go (or another took over): remove the application, then be Ready."""
+        self._close_run(RunOutcome.CANCELLED)
+        if self.observation.application is not None or self.observation.leftover_pods:
+            if self.observation.application is not None:
+                self.actions.append(DeleteApplication())
+            self.update(
+                state=BatchJobState.RELEASING,
+                message=f"removing the application of scheduling {self.status.scheduling}",
+            )
+            return
+        self.update(state=BatchJobState.READY, scheduling=None, submitted_at=None, message="not held by any Scheduling")
+
+    def follow(self, holder: Holder) -> None:
+        """Held by ``holder``: create the application once slots are reserved, then track it."""
+        if self.status.scheduling != holder.scheduling:
+            self.update(state=BatchJobState.QUEUED, scheduling=holder.scheduling, submitted_at=None)
+        state = self.status.state
+        application = self.observation.application
+        if state in _FINISHED:
+            self.update(message=f"finished; held by scheduling {holder.scheduling} until it lets go")
+        elif application is None:
+            self._without_application(holder)
+        else:
+            self._with_application(holder, application)
+
+    def _without_application(self, holder: Holder) -> None:
+        if self.status.state in (BatchJobState.SCHEDULED, BatchJobState.RUNNING):
+            self._finish(BatchJobState.FAILED, RunOutcome.FAILED, "the application disappeared while it ran")
+        elif holder.slots:
+            # Also when Submitted: a just-created application may not be visible yet, and creating it again
+            # is harmless (it already exists, or it never ran).
+            self.actions.append(CreateApplication(holder.testbed, holder.slots))
+            slots = ", ".join(map(str, holder.slots))
+            self.update(
+                state=BatchJobState.SUBMITTED,
+                submitted_at=self.now,
+                message=f"application created for slots {slots} of testbed {holder.testbed}",
+            )
+        else:
+            self.update(state=BatchJobState.QUEUED, message=f"waiting for slots from scheduling {holder.scheduling}")
+
+    def _with_application(self, holder: Holder, application: ApplicationView) -> None:
+        if self.status.state not in _ACTIVE:  # created before a crash kept us from recording it
+            self.update(state=BatchJobState.SUBMITTED, submitted_at=self.status.submitted_at or self.now)
+        if application.phase == ApplicationPhase.FAILED:
+            self._finish(BatchJobState.FAILED, RunOutcome.FAILED, application.message or "the application failed")
+            return
+        if application.phase == ApplicationPhase.SUCCEEDED:
+            self._finish(BatchJobState.SUCCEEDED, RunOutcome.SUCCEEDED, "the application succeeded")
+            return
+        expected = len(holder.slots) or application.executors
+        reached = BatchJobState.SUBMITTED
+        if expected and application.executors_bound >= expected:
+            reached = BatchJobState.SCHEDULED
+        if application.phase == ApplicationPhase.RUNNING and expected and application.executors_running >= expected:
+            reached = BatchJobState.RUNNING
+        # An executor restarting does not take a job back from Running to Scheduled.
+        if _ACTIVE.index(reached) > _ACTIVE.index(self.status.state):
+            self.update(state=reached)
+        messages = {
+            BatchJobState.SUBMITTED: f"{application.executors_bound} of {expected} executors placed",
+            BatchJobState.SCHEDULED: f"all {expected} executors placed, waiting for them to run",
+            BatchJobState.RUNNING: f"running with {expected} executors",
+        }
+        self.update(message=messages[self.status.state])
+        if self.status.state == BatchJobState.RUNNING:
+            self._open_run(holder, application)
+
+    def _run_open(self) -> bool:
+        return bool(self.status.runs) and self.status.runs[-1].end is None
+
+    def _append_run(self, holder: Holder, nodes: tuple[str, ...], start: datetime) -> None:
+        run = RunRecord(
+            scheduling=holder.scheduling,
+            testbed=holder.testbed,
+            slots=list(holder.slots),
+            nodes=sorted(set(nodes)),
+            colocated_jobs=sorted(set(self.observation.colocated_jobs)),
+            start=start,
+        )
+        self.update(runs=[*self.status.runs, run][-MAX_RUNS:], run_count=self.status.run_count + 1)
+
+    def _open_run(self, holder: Holder, application: ApplicationView) -> None:
+        if not self._run_open():
+            self._append_run(holder, application.nodes, self.now)
+
+    def _close_run(self, outcome: RunOutcome) -> None:
+        if self._run_open():
+            closed = self.status.runs[-1].model_copy(update={"end": self.now, "outcome": outcome})
+            self.update(runs=[*self.status.runs[:-1], closed])
+
+    def _finish(self, state: BatchJobState, outcome: RunOutcome, message: str) -> None:
+        holder = self.observation.holder
+        if not self._run_open() and holder is not None:
+            # Finished without Running ever being seen (a short job, a restart): still a run, from submission.
+            nodes = self.observation.application.nodes if self.observation.application else ()
+            self._append_run(holder, nodes, self.status.submitted_at or self.now)
+        self._close_run(outcome)
+        self.update(state=state, message=message)
+
+    def result(self, generation: int | None) -> BatchJobDecision:
+        status = self.status
+        conditions = list(status.conditions)
+        held = status.scheduling is not None and status.state != BatchJobState.RELEASING
+        finished = status.state in _FINISHED
+        for type_, true, reason in (
+            ("Held", held, "HeldByScheduling" if held else "NotHeld"),
+            ("Finished", finished, status.state.value if finished else "NotFinished"),
+        ):
+            message = status.message or ""
+            conditions, _ = set_condition(
+                conditions,
+                type_,
+                ConditionStatus.TRUE if true else ConditionStatus.FALSE,
+                reason,
+                message if true or type_ == "Held" else "",
+                now=self.now,
+                observed_generation=generation,
+            )
+        status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
+        events: tuple[tuple[str, str], ...] = ()
+        if status.state != self.start.state:
+            events = ((status.state.value, status.message or status.state.value),)
+        return BatchJobDecision(status, tuple(self.actions), events)

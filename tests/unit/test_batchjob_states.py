@@ -1,0 +1,221 @@
+"""The BatchJob lifecycle, decided from status and observation alone (the original's reconciler scenarios
+re-expressed for this design, plus the defects it had)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from esi.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome
+from esi.batchjob_states import (
+    ApplicationPhase,
+    ApplicationView,
+    BatchJobDecision,
+    BatchJobObservation,
+    CreateApplication,
+    DeleteApplication,
+    Holder,
+    decide_batchjob,
+)
+from esi.meta import find_condition
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+HOLDER = Holder("sched-a", "tb", (0, 2))
+QUEUED = Holder("sched-a", "tb")
+
+
+def app(phase: ApplicationPhase, bound: int = 0, running: int = 0, nodes: tuple[str, ...] = ()) -> ApplicationView:
+    return ApplicationView(phase, executors=max(bound, running), executors_bound=bound, executors_running=running,
+                           nodes=nodes)  # fmt: skip
+
+
+def run(observations: Sequence[BatchJobObservation], status: BatchJobStatus | None = None) -> list[BatchJobDecision]:
+    """Decide once per observation, a minute apart, feeding each status into the next decision."""
+    decisions = []
+    for i, observation in enumerate(observations):
+        decision = decide_batchjob(status, observation, generation=1, now=T0 + timedelta(minutes=i))
+        decisions.append(decision)
+        status = decision.status
+    return decisions
+
+
+def states(decisions: Sequence[BatchJobDecision]) -> list[str]:
+    return [d.status.state.value for d in decisions]
+
+
+def test_spark_happy_path_from_ready_to_ready_again() -> None:
+    decisions = run([
+        BatchJobObservation(None, None),
+        BatchJobObservation(QUEUED, None),
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING)),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING, bound=2)),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2, nodes=("n0", "n0")),
+                            colocated_jobs=("other",)),  # fmt: skip
+        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED, bound=2, running=2)),
+        BatchJobObservation(None, app(ApplicationPhase.SUCCEEDED)),
+        BatchJobObservation(None, None, leftover_pods=1),
+        BatchJobObservation(None, None),
+    ])  # fmt: skip
+
+    assert states(decisions) == [
+        "Ready", "Queued", "Submitted", "Submitted", "Scheduled", "Running", "Succeeded", "Releasing", "Releasing",
+        "Ready",
+    ]  # fmt: skip
+    assert [d.actions for d in decisions] == [
+        (), (), (CreateApplication("tb", (0, 2)),), (), (), (), (), (DeleteApplication(),), (), (),
+    ]  # fmt: skip
+    (record,) = decisions[-1].status.runs
+    assert (record.scheduling, record.testbed, record.slots, record.nodes) == ("sched-a", "tb", [0, 2], ["n0"])
+    assert record.colocated_jobs == ["other"]
+    assert (record.start, record.end, record.outcome) == (T0 + timedelta(minutes=5), T0 + timedelta(minutes=6),
+                                                          RunOutcome.SUCCEEDED)  # fmt: skip
+    assert decisions[-1].status.scheduling is None
+    assert decisions[-1].status.run_count == 1
+
+
+def test_a_running_application_is_not_running_until_every_executor_runs() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=1)),
+    ])  # fmt: skip
+
+    assert states(decisions) == ["Submitted", "Scheduled"]
+    assert decisions[-1].status.runs == []
+
+
+def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
+    ])  # fmt: skip
+
+    assert states(decisions) == ["Submitted", "Succeeded"]
+    (record,) = decisions[-1].status.runs
+    assert record.start == T0, "the run starts at submission when Running was never observed"
+    assert record.outcome == RunOutcome.SUCCEEDED
+
+
+def test_an_application_failure_fails_the_job_with_the_operators_words() -> None:
+    failed = ApplicationView(ApplicationPhase.FAILED, message="driver exited with code 1")
+    decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, failed)])
+
+    assert decisions[-1].status.state == BatchJobState.FAILED
+    assert decisions[-1].status.message == "driver exited with code 1"
+    assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
+
+
+def test_an_application_deleted_while_running_is_a_failed_run_not_a_silent_rerun() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, None),
+    ])  # fmt: skip
+
+    assert states(decisions) == ["Submitted", "Running", "Failed", "Failed"]
+    assert decisions[2].actions == decisions[3].actions == ()
+    assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
+
+
+def test_a_submitted_application_not_visible_yet_is_created_again_not_failed() -> None:
+    decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, None)])
+
+    assert states(decisions) == ["Submitted", "Submitted"]
+    assert decisions[1].actions == (CreateApplication("tb", (0, 2)),)
+
+
+def test_release_while_running_cancels_the_run_and_removes_the_application() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+        BatchJobObservation(None, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+    ])  # fmt: skip
+
+    assert decisions[-1].status.state == BatchJobState.RELEASING
+    assert decisions[-1].actions == (DeleteApplication(),)
+    assert decisions[-1].status.runs[-1].outcome == RunOutcome.CANCELLED
+
+
+def test_a_new_holder_waits_until_the_old_application_is_gone() -> None:
+    other = Holder("sched-b", "tb", (1,))
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(other, app(ApplicationPhase.PENDING)),
+        BatchJobObservation(other, None),
+    ])  # fmt: skip
+
+    assert states(decisions) == ["Submitted", "Releasing", "Submitted"]
+    assert decisions[1].actions == (DeleteApplication(),)
+    assert decisions[2].actions == (CreateApplication("tb", (1,)),)
+    assert decisions[2].status.scheduling == "sched-b"
+
+
+def test_a_finished_job_does_not_run_again_for_the_same_scheduling() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
+        BatchJobObservation(HOLDER, None),
+    ])  # fmt: skip
+
+    assert states(decisions) == ["Submitted", "Succeeded", "Succeeded"]
+    assert decisions[-1].actions == ()
+
+
+def test_an_application_found_without_a_recorded_submission_is_adopted() -> None:
+    # The reconciler created it, then crashed before writing the status.
+    (decision,) = run([BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING))],
+                      BatchJobStatus(state=BatchJobState.QUEUED, scheduling="sched-a"))  # fmt: skip
+
+    assert decision.status.state == BatchJobState.SUBMITTED
+    assert decision.actions == ()
+
+
+@pytest.mark.parametrize(
+    "observation",
+    [
+        BatchJobObservation(None, None),
+        BatchJobObservation(QUEUED, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+        BatchJobObservation(None, app(ApplicationPhase.PENDING)),
+    ],
+    ids=["ready", "queued", "running", "releasing"],
+)
+def test_deciding_again_on_the_same_observation_changes_nothing(observation: BatchJobObservation) -> None:
+    first, second = run([observation, observation])
+    third = decide_batchjob(second.status, observation, generation=1, now=T0 + timedelta(minutes=1))
+
+    assert third.status == second.status
+    assert second.events == ()
+
+
+def test_state_changes_are_events_and_conditions() -> None:
+    decisions = run([
+        BatchJobObservation(HOLDER, None),
+        BatchJobObservation(HOLDER, app(ApplicationPhase.FAILED)),
+    ])  # fmt: skip
+
+    assert decisions[0].events == (("Submitted", "application created for slots 0, 2 of testbed tb"),)
+    status = decisions[-1].status
+    held, finished = find_condition(status.conditions, "Held"), find_condition(status.conditions, "Finished")
+    assert held is not None
+    assert finished is not None
+    assert (held.status, held.reason) == ("True", "HeldByScheduling")
+    assert (finished.status, finished.reason, finished.observed_generation) == ("True", "Failed", 1)
+    assert held.last_transition_time == T0, "a condition's transition time moves only when its status does"
+
+
+def test_the_run_history_is_bounded_but_counts_every_run() -> None:
+    status = None
+    for i in range(MAX_RUNS + 5):
+        holder = Holder(f"sched-{i}", "tb", (0,))
+        for observation in (BatchJobObservation(holder, None), BatchJobObservation(holder, app(ApplicationPhase.SUCCEEDED)),
+                            BatchJobObservation(None, None)):  # fmt: skip
+            status = decide_batchjob(status, observation, generation=1, now=T0).status
+
+    assert status is not None
+    assert len(status.runs) == MAX_RUNS
+    assert status.run_count == MAX_RUNS + 5
+    assert status.runs[-1].scheduling == f"sched-{MAX_RUNS + 4}"
