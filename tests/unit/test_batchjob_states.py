@@ -27,8 +27,9 @@ QUEUED = Holder("sched-a", "tb")
 
 
 def app(phase: ApplicationPhase, bound: int = 0, running: int = 0, nodes: tuple[str, ...] = ()) -> ApplicationView:
-    return ApplicationView(phase, executors=max(bound, running), executors_bound=bound, executors_running=running,
-                           nodes=nodes)  # fmt: skip
+    return ApplicationView(
+        phase, executors=max(bound, running), executors_bound=bound, executors_running=running, nodes=nodes
+    )
 
 
 def run(observations: Sequence[BatchJobObservation], status: BatchJobStatus | None = None) -> list[BatchJobDecision]:
@@ -46,51 +47,78 @@ def states(decisions: Sequence[BatchJobDecision]) -> list[str]:
 
 
 def test_spark_happy_path_from_ready_to_ready_again() -> None:
-    decisions = run([
-        BatchJobObservation(None, None),
-        BatchJobObservation(QUEUED, None),
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING)),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING, bound=2)),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2, nodes=("n0", "n0")),
-                            colocated_jobs=("other",)),  # fmt: skip
-        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED, bound=2, running=2)),
-        BatchJobObservation(None, app(ApplicationPhase.SUCCEEDED)),
-        BatchJobObservation(None, None, leftover_pods=1),
-        BatchJobObservation(None, None),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(None, None),
+            BatchJobObservation(QUEUED, None),
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING)),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING, bound=2)),
+            BatchJobObservation(
+                HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2, nodes=("n0", "n0")), colocated_jobs=("other",)
+            ),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED, bound=2, running=2)),
+            BatchJobObservation(None, app(ApplicationPhase.SUCCEEDED)),
+            BatchJobObservation(None, None, leftover_pods=1),
+            BatchJobObservation(None, None),
+        ]
+    )
 
     assert states(decisions) == [
-        "Ready", "Queued", "Submitted", "Submitted", "Scheduled", "Running", "Succeeded", "Releasing", "Releasing",
         "Ready",
-    ]  # fmt: skip
+        "Queued",
+        "Submitted",
+        "Submitted",
+        "Scheduled",
+        "Running",
+        "Succeeded",
+        "Releasing",
+        "Releasing",
+        "Ready",
+    ]
     assert [d.actions for d in decisions] == [
-        (), (), (CreateApplication("tb", (0, 2)),), (), (), (), (), (DeleteApplication(),), (), (),
-    ]  # fmt: skip
+        (),
+        (),
+        (CreateApplication("tb", (0, 2)),),
+        (),
+        (),
+        (),
+        (),
+        (DeleteApplication(),),
+        (),
+        (),
+    ]
     (record,) = decisions[-1].status.runs
     assert (record.scheduling, record.testbed, record.slots, record.nodes) == ("sched-a", "tb", [0, 2], ["n0"])
     assert record.colocated_jobs == ["other"]
-    assert (record.start, record.end, record.outcome) == (T0 + timedelta(minutes=5), T0 + timedelta(minutes=6),
-                                                          RunOutcome.SUCCEEDED)  # fmt: skip
+    assert (record.start, record.end, record.outcome) == (
+        T0 + timedelta(minutes=5),
+        T0 + timedelta(minutes=6),
+        RunOutcome.SUCCEEDED,
+    )
     assert decisions[-1].status.scheduling is None
     assert decisions[-1].status.run_count == 1
 
 
 def test_a_running_application_is_not_running_until_every_executor_runs() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=1)),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=1)),
+        ]
+    )
 
     assert states(decisions) == ["Submitted", "Scheduled"]
     assert decisions[-1].status.runs == []
 
 
 def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
+        ]
+    )
 
     assert states(decisions) == ["Submitted", "Succeeded"]
     (record,) = decisions[-1].status.runs
@@ -108,12 +136,14 @@ def test_an_application_failure_fails_the_job_with_the_operators_words() -> None
 
 
 def test_an_application_deleted_while_running_is_a_failed_run_not_a_silent_rerun() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, None),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, None),
+        ]
+    )
 
     assert states(decisions) == ["Submitted", "Running", "Failed", "Failed"]
     assert decisions[2].actions == decisions[3].actions == ()
@@ -128,11 +158,13 @@ def test_a_submitted_application_not_visible_yet_is_created_again_not_failed() -
 
 
 def test_release_while_running_cancels_the_run_and_removes_the_application() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-        BatchJobObservation(None, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+            BatchJobObservation(None, app(ApplicationPhase.RUNNING, bound=2, running=2)),
+        ]
+    )
 
     assert decisions[-1].status.state == BatchJobState.RELEASING
     assert decisions[-1].actions == (DeleteApplication(),)
@@ -141,11 +173,13 @@ def test_release_while_running_cancels_the_run_and_removes_the_application() -> 
 
 def test_a_new_holder_waits_until_the_old_application_is_gone() -> None:
     other = Holder("sched-b", "tb", (1,))
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(other, app(ApplicationPhase.PENDING)),
-        BatchJobObservation(other, None),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(other, app(ApplicationPhase.PENDING)),
+            BatchJobObservation(other, None),
+        ]
+    )
 
     assert states(decisions) == ["Submitted", "Releasing", "Submitted"]
     assert decisions[1].actions == (DeleteApplication(),)
@@ -154,11 +188,13 @@ def test_a_new_holder_waits_until_the_old_application_is_gone() -> None:
 
 
 def test_a_finished_job_does_not_run_again_for_the_same_scheduling() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
-        BatchJobObservation(HOLDER, None),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
+            BatchJobObservation(HOLDER, None),
+        ]
+    )
 
     assert states(decisions) == ["Submitted", "Succeeded", "Succeeded"]
     assert decisions[-1].actions == ()
@@ -166,8 +202,10 @@ def test_a_finished_job_does_not_run_again_for_the_same_scheduling() -> None:
 
 def test_an_application_found_without_a_recorded_submission_is_adopted() -> None:
     # The reconciler created it, then crashed before writing the status.
-    (decision,) = run([BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING))],
-                      BatchJobStatus(state=BatchJobState.QUEUED, scheduling="sched-a"))  # fmt: skip
+    (decision,) = run(
+        [BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING))],
+        BatchJobStatus(state=BatchJobState.QUEUED, scheduling="sched-a"),
+    )
 
     assert decision.status.state == BatchJobState.SUBMITTED
     assert decision.actions == ()
@@ -184,7 +222,7 @@ def test_an_application_found_without_a_recorded_submission_is_adopted() -> None
     ids=["ready", "queued", "running", "releasing"],
 )
 def test_deciding_again_on_the_same_observation_changes_nothing(observation: BatchJobObservation) -> None:
-    first, second = run([observation, observation])
+    _, second = run([observation, observation])
     third = decide_batchjob(second.status, observation, generation=1, now=T0 + timedelta(minutes=1))
 
     assert third.status == second.status
@@ -192,10 +230,12 @@ def test_deciding_again_on_the_same_observation_changes_nothing(observation: Bat
 
 
 def test_state_changes_are_events_and_conditions() -> None:
-    decisions = run([
-        BatchJobObservation(HOLDER, None),
-        BatchJobObservation(HOLDER, app(ApplicationPhase.FAILED)),
-    ])  # fmt: skip
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.FAILED)),
+        ]
+    )
 
     assert decisions[0].events == (("Submitted", "application created for slots 0, 2 of testbed tb"),)
     status = decisions[-1].status
@@ -211,8 +251,11 @@ def test_the_run_history_is_bounded_but_counts_every_run() -> None:
     status = None
     for i in range(MAX_RUNS + 5):
         holder = Holder(f"sched-{i}", "tb", (0,))
-        for observation in (BatchJobObservation(holder, None), BatchJobObservation(holder, app(ApplicationPhase.SUCCEEDED)),
-                            BatchJobObservation(None, None)):  # fmt: skip
+        for observation in (
+            BatchJobObservation(holder, None),
+            BatchJobObservation(holder, app(ApplicationPhase.SUCCEEDED)),
+            BatchJobObservation(None, None),
+        ):
             status = decide_batchjob(status, observation, generation=1, now=T0).status
 
     assert status is not None
