@@ -1,0 +1,313 @@
+"""A Scheduling's progress as one pure function: (spec, status, what is observed now) -> (status, actions).
+
+The Scheduling reconciler observes its Testbed (slot ids, which slots are free, who holds it) and its
+BatchJobs (who holds each, and each one's state); ``decide_scheduling`` returns the next status and the
+actions to take. The status is the durable record of every decision: when slots are chosen for a job they
+are written into ``status.jobs[].slots`` at once, and every other reader (the BatchJob reconciler, the
+Testbed reconciler, the extender, the API) takes them as reserved from that moment. There is no separate
+confirmation round and no timeout waiting for a Testbed to catch up, which is what the original needed.
+
+::
+
+    Pending ──holds testbed and all jobs──▶ Running ──every job finished──▶ Completed
+       ▲ (the testbed or a job is missing or held by another Scheduling)
+    Failed: the spec can never be placed on this testbed (a job needs more slots than there are, a slot
+            that does not exist, a queue that would deadlock); changing the spec re-evaluates it.
+
+A job that fails does not stop the Scheduling: its run is recorded as failed and the others go on.
+Jobs appended to the spec while it runs are scheduled too (online scheduling); jobs removed from the
+spec before they started are dropped, those that started are kept in the record.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from esi.batchjob import BatchJobState
+from esi.meta import ConditionStatus, set_condition
+from esi.placement import Placement, queue_placements, queue_problems, slot_placements, slot_problems
+from esi.scheduling import JobProgress, JobState, SchedulingSpec, SchedulingState, SchedulingStatus
+
+__all__ = [
+    "Claim",
+    "JobView",
+    "SchedulingDecision",
+    "SchedulingObservation",
+    "TestbedView",
+    "decide_scheduling",
+]
+
+_HOLDING = (JobState.RESERVED, JobState.SUBMITTED, JobState.RUNNING)
+_FINISHED = (JobState.SUCCEEDED, JobState.FAILED)
+_FROM_BATCHJOB = {
+    BatchJobState.SUBMITTED: JobState.SUBMITTED,
+    BatchJobState.SCHEDULED: JobState.SUBMITTED,
+    BatchJobState.RUNNING: JobState.RUNNING,
+    BatchJobState.SUCCEEDED: JobState.SUCCEEDED,
+    BatchJobState.FAILED: JobState.FAILED,
+}
+
+
+@dataclass(frozen=True)
+class TestbedView:
+    __test__ = False  # not a pytest test class, despite the name
+
+    slot_ids: frozenset[int]
+    free: frozenset[int]  # slots whose ghost is in place and that nobody has reserved
+    held_by: str | None = None
+
+
+@dataclass(frozen=True)
+class JobView:
+    held_by: str | None = None  # the Scheduling holding the BatchJob
+    scheduling: str | None = None  # the Scheduling its status (state) refers to
+    state: BatchJobState | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class SchedulingObservation:
+    testbed: TestbedView | None  # None: the Testbed does not exist
+    jobs: Mapping[str, JobView]  # by BatchJob name; a name that is missing does not exist
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Hold the testbed and all these jobs, all or nothing (the reconciler rolls back a partial claim)."""
+
+    testbed: str
+    jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SchedulingDecision:
+    status: SchedulingStatus
+    actions: tuple[Claim, ...] = ()
+    events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message)
+
+
+def decide_scheduling(
+    spec: SchedulingSpec,
+    status: SchedulingStatus | None,
+    observation: SchedulingObservation,
+    *,
+    name: str,
+    namespace: str,
+    generation: int | None,
+    now: datetime,
+) -> SchedulingDecision:
+    """The next status of the Scheduling ``namespace/name`` and the claim to make, if any."""
+    current = status or SchedulingStatus()
+    demand = _demand(spec)
+    jobs = _progress(current.jobs, demand, now)
+    events: list[tuple[str, str]] = []
+    actions: list[Claim] = []
+    problems = _reference_problems(spec, namespace)
+    testbed = observation.testbed
+    if testbed is not None:
+        problems += _placement_problems(spec, testbed.slot_ids)
+    missing = [j for j in demand if j not in observation.jobs]
+    blockers = _blockers(spec, observation, name)
+
+    if problems:
+        state, waiting_for = SchedulingState.FAILED, "a spec that can be placed: " + "; ".join(problems)
+    elif testbed is None:
+        state, waiting_for = SchedulingState.PENDING, f"testbed {spec.testbed.name} to exist"
+    elif missing:
+        state, waiting_for = (
+            SchedulingState.PENDING,
+            f"BatchJob{'s' if len(missing) > 1 else ''} {_names(missing)} to exist",
+        )
+    elif blockers:
+        state, waiting_for = SchedulingState.PENDING, "; ".join(blockers) + " to be released"
+    elif testbed.held_by != name or any(observation.jobs[j].held_by != name for j in demand):
+        actions.append(Claim(spec.testbed.name, tuple(demand)))
+        state, waiting_for = SchedulingState.PENDING, f"its hold on testbed {spec.testbed.name} and its jobs"
+    else:
+        jobs, events = _follow_jobs(jobs, observation.jobs, name, now)
+        placements = _place(spec, jobs, testbed)
+        jobs = [_reserve(p, placements, now) for p in jobs]
+        events += [
+            ("Reserved", f"job {p.job} gets slot{'s' if len(p.slots) > 1 else ''} {_ids(p.slots)}") for p in placements
+        ]
+        if all(p.state in _FINISHED for p in jobs):
+            state, waiting_for = SchedulingState.COMPLETED, None
+        else:
+            state, waiting_for = SchedulingState.RUNNING, _waiting_for(jobs, testbed, spec, name)
+
+    if state != current.state:
+        events.insert(0, (state.value, waiting_for or state.value))
+    finished = sum(p.state in _FINISHED for p in jobs)
+    updated = current.model_copy(
+        update={
+            "state": state,
+            "waiting_for": waiting_for,
+            "jobs": jobs,
+            "progress": f"{finished}/{len(jobs)}",
+            "observed_generation": generation,
+        }
+    )
+    updated = _conditions(updated, problems, state=state, testbed=spec.testbed.name, generation=generation, now=now)
+    return SchedulingDecision(updated, tuple(actions), tuple(events))
+
+
+def _demand(spec: SchedulingSpec) -> dict[str, int]:
+    """Executors per job, in the order jobs first appear."""
+    if spec.queue_based is not None:
+        return dict(Counter(ref.name for ref in spec.queue_based))
+    assert spec.slot_based is not None  # the spec validates exactly one strategy
+    return {job.name.name: len(job.slot_ids) for job in spec.slot_based.jobs}
+
+
+def _progress(previous: Sequence[JobProgress], demand: Mapping[str, int], now: datetime) -> list[JobProgress]:
+    """The job records for the spec as it is now: started jobs kept even if removed, new ones appended."""
+    by_name = {p.name: p for p in previous}
+    records = []
+    for name, executors in demand.items():
+        record = by_name.get(name)
+        if record is None:
+            record = JobProgress(name=name, executors=executors, queued_at=now)
+        elif record.state == JobState.WAITING and record.executors != executors:
+            record = record.model_copy(update={"executors": executors})
+        records.append(record)
+    records += [p for p in previous if p.name not in demand and p.state != JobState.WAITING]
+    return records
+
+
+def _reference_problems(spec: SchedulingSpec, namespace: str) -> list[str]:
+    refs = [spec.testbed]
+    if spec.queue_based is not None:
+        refs += spec.queue_based
+    if spec.slot_based is not None:
+        refs += [job.name for job in spec.slot_based.jobs]
+    foreign = sorted({f"{r.namespace}/{r.name}" for r in refs if r.namespace not in (None, namespace)})
+    if not foreign:
+        return []
+    return [f"references outside namespace {namespace} are not supported: {', '.join(foreign)}"]
+
+
+def _placement_problems(spec: SchedulingSpec, slot_ids: frozenset[int]) -> list[str]:
+    if spec.queue_based is not None:
+        return queue_problems([r.name for r in spec.queue_based], slot_ids)
+    assert spec.slot_based is not None
+    return slot_problems([(j.name.name, j.slot_ids) for j in spec.slot_based.jobs], slot_ids)
+
+
+def _blockers(spec: SchedulingSpec, observation: SchedulingObservation, name: str) -> list[str]:
+    """What another Scheduling holds: the testbed and the jobs this one needs."""
+    held = []
+    if observation.testbed is not None and observation.testbed.held_by not in (None, name):
+        held.append(f"testbed {spec.testbed.name} (held by scheduling {observation.testbed.held_by})")
+    for job in _demand(spec):
+        view = observation.jobs.get(job)
+        if view is not None and view.held_by not in (None, name):
+            held.append(f"job {job} (held by scheduling {view.held_by})")
+    return held
+
+
+def _follow_jobs(
+    jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str, now: datetime
+) -> tuple[list[JobProgress], list[tuple[str, str]]]:
+    """Take over what each started job's BatchJob reports (only reports about this Scheduling's run)."""
+    followed, events = [], []
+    for record in jobs:
+        view = views.get(record.name)
+        reported = _FROM_BATCHJOB.get(view.state) if view is not None and view.state is not None else None
+        if record.state not in _HOLDING or view is None or view.scheduling != name or reported is None:
+            followed.append(record)
+            continue
+        changes: dict[str, object] = {"state": reported}
+        if reported == JobState.RUNNING and record.started_at is None:
+            changes["started_at"] = now
+        if reported in _FINISHED:
+            changes["finished_at"] = now
+            changes["message"] = view.message
+            events.append((f"Job{reported.value}", f"job {record.name} {reported.value.lower()}"))
+        followed.append(record.model_copy(update=changes) if reported != record.state else record)
+    return followed, events
+
+
+def _reserved_slots(jobs: Sequence[JobProgress]) -> set[int]:
+    return {slot for p in jobs if p.state in _HOLDING for slot in p.slots}
+
+
+def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView) -> list[Placement]:
+    # Slots this Scheduling reserved may still look free on the Testbed (its status lags); never twice.
+    free = testbed.free - _reserved_slots(jobs)
+    started = {p.name for p in jobs if p.state != JobState.WAITING}
+    if spec.queue_based is not None:
+        return queue_placements([r.name for r in spec.queue_based], started, free)
+    assert spec.slot_based is not None
+    slot_jobs = [(j.name.name, j.slot_ids) for j in spec.slot_based.jobs]
+    return slot_placements(slot_jobs, spec.slot_based.mode, started, free)
+
+
+def _reserve(record: JobProgress, placements: Sequence[Placement], now: datetime) -> JobProgress:
+    placement = next((p for p in placements if p.job == record.name), None)
+    if placement is None:
+        return record
+    return record.model_copy(update={"state": JobState.RESERVED, "slots": list(placement.slots), "reserved_at": now})
+
+
+def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: SchedulingSpec, name: str) -> str:
+    waiting = [p for p in jobs if p.state == JobState.WAITING]
+    if not waiting:
+        active = [p.name for p in jobs if p.state not in _FINISHED]
+        return f"job{'s' if len(active) > 1 else ''} {_names(active)} to finish"
+    first = waiting[0]
+    free = len(testbed.free - _reserved_slots(jobs))
+    if spec.slot_based is not None:
+        wanted = next(j.slot_ids for j in spec.slot_based.jobs if j.name.name == first.name)
+        return f"slots {_ids(sorted(wanted))} to be free for job {first.name}"
+    return f"slots for job {first.name} (it needs {first.executors}, {free} of the testbed's slots are free)"
+
+
+def _conditions(
+    status: SchedulingStatus,
+    problems: Sequence[str],
+    *,
+    state: SchedulingState,
+    testbed: str,
+    generation: int | None,
+    now: datetime,
+) -> SchedulingStatus:
+    conditions = list(status.conditions)
+    holds = state in (SchedulingState.RUNNING, SchedulingState.COMPLETED)
+    failed_jobs = [p.name for p in status.jobs if p.state == JobState.FAILED]
+    settings = (
+        ("Placeable", not problems, "Placeable" if not problems else "Unplaceable", "; ".join(problems)),
+        (
+            "Holding",
+            holds,
+            "HoldsTestbedAndJobs" if holds else "NotHolding",
+            f"holds testbed {testbed} and {len(status.jobs)} jobs" if holds else (status.waiting_for or ""),
+        ),
+        (
+            "Completed",
+            state == SchedulingState.COMPLETED,
+            ("JobsFailed" if failed_jobs else "AllSucceeded") if state == SchedulingState.COMPLETED else "NotCompleted",
+            f"failed: {_names(failed_jobs)}" if failed_jobs else "",
+        ),
+    )
+    for type_, true, reason, message in settings:
+        conditions, _ = set_condition(
+            conditions,
+            type_,
+            ConditionStatus.TRUE if true else ConditionStatus.FALSE,
+            reason,
+            message,
+            now=now,
+            observed_generation=generation,
+        )
+    return status.model_copy(update={"conditions": conditions})
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(map(str, ids))
