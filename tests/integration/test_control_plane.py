@@ -14,6 +14,7 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.scheduling_v1 import PriorityClass
 
+from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from tests.integration.kube import get_or_none, pod, priority_class, wait_for
@@ -104,6 +105,8 @@ def test_second_scheduler_places_a_pod_where_the_extender_allows(
     assert filters, f"the extender saw no filter call for the pod; it saw {extender.verbs()}"
     # Every feasible node was offered, not a sample: percentageOfNodesToScore is 100.
     assert set(filters[0]["NodeNames"]) == set(nodes)
+    # esi's wire models read what this kube-scheduler really sends.
+    assert ExtenderArgs.model_validate(filters[0]).candidate_nodes() == filters[0]["NodeNames"]
 
 
 def test_second_scheduler_runs_the_configuration_it_was_given(
@@ -185,3 +188,4 @@ def test_preemption_follows_the_extenders_choice_of_victims(
     preempts = extender.calls_for("preempt", "urgent")
     assert preempts, f"the extender saw no preempt call for the pod; it saw {extender.verbs()}"
     assert set(preempts[0]["NodeNameToMetaVictims"]) == {node_a, node_b}, "the scheduler offered both nodes"
+    assert ExtenderPreemptionArgs.model_validate(preempts[0]).candidate_nodes() == sorted([node_a, node_b])
