@@ -42,6 +42,15 @@ __all__ = [
 
 _HOLDING = (JobState.RESERVED, JobState.SUBMITTED, JobState.RUNNING)
 _FINISHED = (JobState.SUCCEEDED, JobState.FAILED)
+# How far a job got; a report never moves a job back (one record per job, always its most advanced state).
+_RANK = {
+    JobState.WAITING: 0,
+    JobState.RESERVED: 1,
+    JobState.SUBMITTED: 2,
+    JobState.RUNNING: 3,
+    JobState.SUCCEEDED: 4,
+    JobState.FAILED: 4,
+}
 _FROM_BATCHJOB = {
     BatchJobState.SUBMITTED: JobState.SUBMITTED,
     BatchJobState.SCHEDULED: JobState.SUBMITTED,
@@ -216,7 +225,13 @@ def _follow_jobs(
     for record in jobs:
         view = views.get(record.name)
         reported = _FROM_BATCHJOB.get(view.state) if view is not None and view.state is not None else None
-        if record.state not in _HOLDING or view is None or view.scheduling != name or reported is None:
+        if (
+            record.state not in _HOLDING
+            or view is None
+            or view.scheduling != name
+            or reported is None
+            or _RANK[reported] <= _RANK[record.state]
+        ):
             followed.append(record)
             continue
         changes: dict[str, object] = {"state": reported}
@@ -226,7 +241,7 @@ def _follow_jobs(
             changes["finished_at"] = now
             changes["message"] = view.message
             events.append((f"Job{reported.value}", f"job {record.name} {reported.value.lower()}"))
-        followed.append(record.model_copy(update=changes) if reported != record.state else record)
+        followed.append(record.model_copy(update=changes))
     return followed, events
 
 

@@ -365,6 +365,18 @@ def test_a_batchjob_state_from_another_schedulings_run_is_not_taken_over() -> No
     assert second.status.state == SchedulingState.RUNNING
 
 
+def test_one_record_per_job_keeps_its_most_advanced_state() -> None:  # original 16
+    spec = queue("a", "a")
+    observation = held({0, 1}, a=JobView(held_by="s"))
+    status = decide_scheduling(spec, None, observation, name="s", namespace="ns", generation=1, now=T0).status
+    for reported in (BatchJobState.RUNNING, BatchJobState.SCHEDULED, BatchJobState.SUBMITTED):
+        view = held(set(), a=JobView(held_by="s", scheduling="s", state=reported))
+        status = decide_scheduling(spec, status, view, name="s", namespace="ns", generation=1, now=T0).status
+
+    assert [(p.name, p.state, p.executors) for p in status.jobs] == [("a", JobState.RUNNING, 2)]
+    assert SchedulingStatus.model_validate(status.to_json_dict()) == status
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     size=st.integers(1, 6),
