@@ -30,7 +30,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from esi.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
-from esi.meta import ConditionStatus, set_condition
+from esi.meta import set_conditions
 
 __all__ = [
     "ApplicationPhase",
@@ -239,23 +239,18 @@ class _Step:
 
     def result(self, generation: int | None) -> BatchJobDecision:
         status = self.status
-        conditions = list(status.conditions)
         held = status.scheduling is not None and status.state != BatchJobState.RELEASING
         finished = status.state in _FINISHED
-        for type_, true, reason in (
-            ("Held", held, "HeldByScheduling" if held else "NotHeld"),
-            ("Finished", finished, status.state.value if finished else "NotFinished"),
-        ):
-            message = status.message or ""
-            conditions, _ = set_condition(
-                conditions,
-                type_,
-                ConditionStatus.TRUE if true else ConditionStatus.FALSE,
-                reason,
-                message if true or type_ == "Held" else "",
-                now=self.now,
-                observed_generation=generation,
-            )
+        message = status.message or ""
+        conditions = set_conditions(
+            status.conditions,
+            (
+                ("Held", held, "HeldByScheduling" if held else "NotHeld", message),
+                ("Finished", finished, status.state.value if finished else "NotFinished", message if finished else ""),
+            ),
+            now=self.now,
+            observed_generation=generation,
+        )
         status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
         events: tuple[tuple[str, str], ...] = ()
         if status.state != self.start.state:

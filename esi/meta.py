@@ -9,7 +9,7 @@ status only when it did.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final
@@ -31,6 +31,7 @@ __all__ = [
     "ReconciledStatus",
     "find_condition",
     "set_condition",
+    "set_conditions",
     "utc_now",
 ]
 
@@ -174,6 +175,23 @@ def set_condition(
     if current is None:
         return [*conditions, updated], True
     return [updated if c.type == type_ else c for c in conditions], True
+
+
+def set_conditions(
+    conditions: Sequence[Condition],
+    wanted: Iterable[tuple[str, bool, str, str]],
+    *,
+    now: datetime,
+    observed_generation: int | None = None,
+) -> list[Condition]:
+    """``set_condition`` for several True/False conditions at once: (type, holds, reason, message) each."""
+    updated = list(conditions)
+    for type_, holds, reason, message in wanted:
+        status = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
+        updated, _ = set_condition(
+            updated, type_, status, reason, message, now=now, observed_generation=observed_generation
+        )
+    return updated
 
 
 def utc_now() -> datetime:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from esi.batchjob import BatchJobState
-from esi.meta import ConditionStatus, set_condition
+from esi.meta import set_conditions
 from esi.placement import Placement, queue_placements, queue_problems, slot_placements, slot_problems
 from esi.scheduling import JobProgress, JobState, SchedulingSpec, SchedulingState, SchedulingStatus
 
@@ -307,16 +307,7 @@ def _conditions(
             f"failed: {_names(failed_jobs)}" if failed_jobs else "",
         ),
     )
-    for type_, true, reason, message in settings:
-        conditions, _ = set_condition(
-            conditions,
-            type_,
-            ConditionStatus.TRUE if true else ConditionStatus.FALSE,
-            reason,
-            message,
-            now=now,
-            observed_generation=generation,
-        )
+    conditions = set_conditions(conditions, settings, now=now, observed_generation=generation)
     return status.model_copy(update={"conditions": conditions})
 
 

@@ -99,7 +99,7 @@ class SlotCounts(EsiModel):
 
 
 class TestbedState(StrEnum):
-    PENDING = "Pending"  # not observed yet
+    PENDING = "Pending"  # not observed yet, or ghost pods still being created
     READY = "Ready"  # every slot free
     IN_USE = "InUse"  # some slot reserved or occupied
     DEGRADED = "Degraded"  # a node cannot hold its slots, or node labels are not distinct integers
