@@ -30,6 +30,7 @@ from esi.batchjob import BatchJobState
 from esi.meta import set_conditions
 from esi.placement import Placement, queue_placements, queue_problems, slot_placements, slot_problems
 from esi.scheduling import JobProgress, JobState, SchedulingSpec, SchedulingState, SchedulingStatus
+from esi.testbed import SlotState, TestbedStatus
 
 __all__ = [
     "Claim",
@@ -38,6 +39,7 @@ __all__ = [
     "SchedulingObservation",
     "TestbedView",
     "decide_scheduling",
+    "testbed_view",
 ]
 
 _HOLDING = (JobState.RESERVED, JobState.SUBMITTED, JobState.RUNNING)
@@ -67,6 +69,13 @@ class TestbedView:
     slot_ids: frozenset[int]
     free: frozenset[int]  # slots whose ghost is in place and that nobody has reserved
     held_by: str | None = None
+
+
+def testbed_view(status: TestbedStatus | None, held_by: str | None) -> TestbedView:
+    """What a Scheduling needs of its Testbed, from the Testbed's published slot table."""
+    slots = status.slots if status is not None else []
+    free = frozenset(s.id for s in slots if s.state == SlotState.FREE)
+    return TestbedView(frozenset(s.id for s in slots), free, held_by)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,15 @@ from esi.batchjob_states import (
 from esi.meta import find_condition
 from esi.placement import queue_problems
 from esi.scheduling import JobState, SchedulingSpec, SchedulingState, SchedulingStatus
-from esi.scheduling_states import Claim, JobView, SchedulingObservation, TestbedView, decide_scheduling
+from esi.scheduling_states import (
+    Claim,
+    JobView,
+    SchedulingObservation,
+    TestbedView,
+    decide_scheduling,
+    testbed_view,
+)
+from esi.testbed import TestbedStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -375,6 +383,22 @@ def test_one_record_per_job_keeps_its_most_advanced_state() -> None:  # original
 
     assert [(p.name, p.state, p.executors) for p in status.jobs] == [("a", JobState.RUNNING, 2)]
     assert SchedulingStatus.model_validate(status.to_json_dict()) == status
+
+
+def test_the_testbed_view_takes_free_slots_from_the_slot_table() -> None:
+    table = TestbedStatus.model_validate(
+        {
+            "slots": [
+                {"id": i, "nodeName": f"n{i % 2}", "nodeId": i % 2, "position": i // 2, "state": state}
+                for i, state in enumerate(["Free", "Reserved", "Occupied", "Free"])
+            ]
+        }
+    )
+
+    view = testbed_view(table, "s")
+
+    assert view == TestbedView(frozenset({0, 1, 2, 3}), frozenset({0, 3}), "s")
+    assert testbed_view(None, None).slot_ids == frozenset()
 
 
 @settings(max_examples=60, deadline=None)
