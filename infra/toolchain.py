@@ -43,6 +43,7 @@ __all__ = [
     "load_pins",
     "missing",
     "path_entries",
+    "prune",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +148,28 @@ def path_entries(pins: dict[str, str] | None = None) -> list[Path]:
     """The bin directories of every tool, for PATH."""
     pins = pins or load_pins()
     return [install_dir(t, pins) / "bin" for t in TOOLS]
+
+
+_INSTALL_NAME = re.compile(r"(?P<tool>.+)-[^-]+-[0-9a-f]{10}")  # <tool>-<version>-<recipe digest>
+
+
+def prune(pins: dict[str, str] | None = None, tools: Sequence[Tool] = TOOLS) -> list[Path]:
+    """Remove installed builds that no current pin or recipe asks for (older versions, changed recipes)."""
+    pins = pins or load_pins()
+    wanted = {install_dir(t, pins) for t in tools}
+    names = {t.name for t in tools}
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    stale = []
+    for directory in sorted(root.iterdir()):
+        match = _INSTALL_NAME.fullmatch(directory.name)
+        if directory.is_dir() and match and match["tool"] in names and directory not in wanted:
+            stale.append(directory)
+    with _exclusive(root, sys.stderr):
+        for directory in stale:
+            shutil.rmtree(directory)
+    return stale
 
 
 @contextlib.contextmanager
@@ -260,6 +283,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_ensure.add_argument("tools", nargs="*", help="only these tools (default: all)")
     sub.add_parser("status", help="list the tools, their pinned versions and whether each is built")
     sub.add_parser("path", help="print the tools' bin directories, colon-separated, for PATH")
+    sub.add_parser("prune", help="delete cached builds that no current pin or recipe uses")
     p_which = sub.add_parser("which", help="print the path of one binary")
     p_which.add_argument("binary")
     args = parser.parse_args(argv)
@@ -273,6 +297,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
             for tool in TOOLS:
                 state = "built" if _is_installed(tool, pins) else "missing"
                 print(f"{tool.name:<18} {pins[tool.version_pin]:<18} {state:<8} {install_dir(tool, pins)}")
+        elif args.command == "prune":
+            for directory in prune():
+                print(f"removed {directory}")
         elif args.command == "path":
             print(os.pathsep.join(str(p) for p in path_entries()))
         else:

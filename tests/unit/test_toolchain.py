@@ -114,3 +114,18 @@ def test_pins_come_from_pyproject() -> None:
     assert pins["kubernetes"].startswith("1.34.")
     for tool in toolchain.TOOLS:
         assert tool.recipe.is_file(), tool
+
+
+def test_prune_removes_only_builds_nothing_asks_for(recipes: Path) -> None:
+    tool = write_recipe(recipes, GOOD)
+    toolchain.ensure(out=io.StringIO(), tools=[tool], pins=PINS)
+    current = toolchain.install_dir(tool, PINS)
+    old = toolchain.cache_root() / "hello-1.2.2-0123456789"
+    unrelated = toolchain.cache_root() / "other-1.0-0123456789"
+    for directory in (old, unrelated):
+        (directory / "bin").mkdir(parents=True)
+
+    assert toolchain.prune(PINS, [tool]) == [old]
+    assert current.is_dir()
+    assert unrelated.is_dir()
+    assert (toolchain.cache_root() / "work").is_dir(), "scratch directories are kept for resuming"
