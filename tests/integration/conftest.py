@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from lightkube import Client, KubeConfig
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, Node
+from lightkube.resources.scheduling_v1 import PriorityClass
 
+from esi import priority
 from esi.crds import DEFINITIONS, crd
-from infra.local_cluster import LocalCluster
-from tests.integration.kube import namespace_manifest
+from infra.local_cluster import LocalCluster, NodeSpec
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from tests.integration.kube import namespace_manifest, priority_class
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +43,16 @@ def unique() -> str:
 
 
 @pytest.fixture(scope="session")
+def esi_priority_classes(cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with esi's ghost and executor priority classes."""
+    items = priority.priority_classes()
+    cluster.kubectl(
+        "apply", "--server-side", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    return cluster
+
+
+@pytest.fixture(scope="session")
 def esi_crds(cluster: LocalCluster) -> LocalCluster:
     """The session's cluster with esi's CRDs installed and established (as generated from the models now)."""
     crds = [crd(d) for d in DEFINITIONS]
@@ -47,3 +60,55 @@ def esi_crds(cluster: LocalCluster) -> LocalCluster:
                     input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))  # fmt: skip
     cluster.kubectl("wait", "--for=condition=Established", *(f"crd/{c['metadata']['name']}" for c in crds))
     return cluster
+
+
+AddNodes = Callable[..., list[str]]
+
+
+@pytest.fixture
+def add_nodes(cluster: LocalCluster, client: Client, unique: str) -> Iterator[AddNodes]:
+    """Adds nodes only this test uses (label ``esi.test/pool=<unique>``); removes them afterwards."""
+    added: list[str] = []
+
+    def add(count: int, cpu: str = "2") -> list[str]:
+        specs = [
+            NodeSpec(f"n-{unique}-{i}", cpu=cpu, memory="4Gi", labels={"esi.test/pool": unique})
+            for i in range(len(added), len(added) + count)
+        ]
+        cluster.add_nodes(specs)
+        added.extend(s.name for s in specs)
+        return [s.name for s in specs]
+
+    yield add
+    for name in added:
+        client.delete(Node, name)
+
+
+@pytest.fixture
+def second_scheduler(cluster: LocalCluster, unique: str) -> Iterator[Callable[[str], SecondScheduler]]:
+    started: list[SecondScheduler] = []
+
+    def start(extender_url: str) -> SecondScheduler:
+        scheduler = SecondScheduler(cluster, SecondSchedulerSettings(f"esi-test-{unique}", extender_url))
+        scheduler.start()
+        started.append(scheduler)
+        return scheduler
+
+    yield start
+    for scheduler in started:
+        scheduler.stop()
+
+
+@pytest.fixture
+def priority_classes(client: Client, unique: str) -> Iterator[Callable[[Sequence[tuple[str, int]]], None]]:
+    """Creates priority classes named <name>-<unique>; deletes them afterwards."""
+    created: list[str] = []
+
+    def create(classes: Sequence[tuple[str, int]]) -> None:
+        for name, value in classes:
+            client.create(priority_class(f"{name}-{unique}", value))
+            created.append(f"{name}-{unique}")
+
+    yield create
+    for name in created:
+        client.delete(PriorityClass, name)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
+from lightkube.resources.core_v1 import Pod
 
 T = TypeVar("T")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: KWOK runs no containers
@@ -74,3 +75,15 @@ def get_or_none(client: Client, kind: Any, name: str, namespace: str | None = No
         if err.status.code == 404:
             return None
         raise
+
+
+def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | None]:
+    """A probe for wait_for: the pod's node once it runs."""
+
+    def probe() -> str | None:
+        current = client.get(Pod, name, namespace=namespace)
+        if current.status is not None and current.status.phase == "Running" and current.spec is not None:
+            return current.spec.nodeName
+        return None
+
+    return probe

@@ -6,65 +6,18 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Node, Pod
-from lightkube.resources.scheduling_v1 import PriorityClass
 
 from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
-from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster, NodeSpec
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
-from tests.integration.kube import get_or_none, pod, priority_class, wait_for
+from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
+from infra.second_scheduler import SecondScheduler
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import get_or_none, pod, running_on, wait_for
 from tests.integration.recording_extender import RecordingExtender, serve
-
-AddNodes = Callable[..., list[str]]
-
-
-def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | None]:
-    def probe() -> str | None:
-        current = client.get(Pod, name, namespace=namespace)
-        if current.status is not None and current.status.phase == "Running" and current.spec is not None:
-            return current.spec.nodeName
-        return None
-
-    return probe
-
-
-@pytest.fixture
-def add_nodes(cluster: LocalCluster, client: Client, unique: str) -> Iterator[AddNodes]:
-    """Adds nodes only this test uses (label ``esi.test/pool=<unique>``); removes them afterwards."""
-    added: list[str] = []
-
-    def add(count: int, cpu: str = "2") -> list[str]:
-        specs = [
-            NodeSpec(f"n-{unique}-{i}", cpu=cpu, memory="4Gi", labels={"esi.test/pool": unique})
-            for i in range(len(added), len(added) + count)
-        ]
-        cluster.add_nodes(specs)
-        added.extend(s.name for s in specs)
-        return [s.name for s in specs]
-
-    yield add
-    for name in added:
-        client.delete(Node, name)
-
-
-@pytest.fixture
-def second_scheduler(cluster: LocalCluster, unique: str) -> Iterator[Callable[[str], SecondScheduler]]:
-    started: list[SecondScheduler] = []
-
-    def start(extender_url: str) -> SecondScheduler:
-        scheduler = SecondScheduler(cluster, SecondSchedulerSettings(f"esi-test-{unique}", extender_url))
-        scheduler.start()
-        started.append(scheduler)
-        return scheduler
-
-    yield start
-    for scheduler in started:
-        scheduler.stop()
 
 
 def test_default_scheduler_runs_a_pod_on_a_kwok_node(client: Client, namespace: str) -> None:
@@ -132,20 +85,6 @@ def test_second_scheduler_runs_the_configuration_it_was_given(
         "preempt",
         True,
     )
-
-
-@pytest.fixture
-def priority_classes(client: Client, unique: str) -> Iterator[Callable[[Sequence[tuple[str, int]]], None]]:
-    created: list[str] = []
-
-    def create(classes: Sequence[tuple[str, int]]) -> None:
-        for name, value in classes:
-            client.create(priority_class(f"{name}-{unique}", value))
-            created.append(f"{name}-{unique}")
-
-    yield create
-    for name in created:
-        client.delete(PriorityClass, name)
 
 
 def test_preemption_follows_the_extenders_choice_of_victims(

@@ -1,0 +1,150 @@
+"""The extender's memory: every Testbed's slots and which executor pod each slot is given to.
+
+The kube-scheduler extender must answer fast and the same way every time, so it answers from this index
+(fed from watches of Testbed statuses and pods, never an API call per request), under one lock:
+
+* ``filter``: an executor pod (labelled with its Testbed and BatchJob) gets a slot reserved for its job —
+  the same slot on every call, never one another pod holds — and only that slot's node is allowed. Pods esi
+  does not manage pass through with every offered node.
+* ``preempt``: the victim on the slot's node is exactly that slot's ghost pod, nothing else.
+
+An executor whose job has no free reserved slot left (or whose Testbed is unknown) is refused on every
+node as *unresolvable*, so the scheduler does not evict anything for it in vain.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from esi.extender import (
+    ExtenderArgs,
+    ExtenderFilterResult,
+    ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
+    MetaPod,
+    MetaVictims,
+    SchedulingPod,
+)
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.testbed import SlotState
+
+__all__ = ["IndexedSlot", "SlotIndex"]
+
+TestbedKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class IndexedSlot:
+    id: int
+    node_name: str
+    state: SlotState
+    job: str | None = None  # the job the slot is reserved for or used by
+    ghost_uid: str | None = None  # the ghost pod holding it, if any
+
+
+@dataclass(frozen=True)
+class _Executor:
+    testbed: TestbedKey
+    job: str
+    uid: str
+
+
+class SlotIndex:
+    """Slots per Testbed and executor→slot bindings. Every method takes the lock; all are cheap."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[TestbedKey, dict[int, IndexedSlot]] = {}
+        self._slot_of: dict[str, tuple[TestbedKey, int]] = {}  # pod uid -> (testbed, slot id)
+        self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
+
+    def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
+        """The Testbed's current slot table (from its status and its ghost pods)."""
+        with self._lock:
+            self._slots[(namespace, name)] = {s.id: s for s in slots}
+
+    def remove_testbed(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._slots.pop((namespace, name), None)
+
+    def forget_pod(self, uid: str) -> None:
+        """The pod is gone (or finished): its slot can be given again."""
+        with self._lock:
+            self._unbind(uid)
+
+    def slot_of(self, uid: str) -> tuple[str, str, int] | None:
+        """(namespace, testbed, slot id) the pod was given, if any."""
+        with self._lock:
+            bound = self._slot_of.get(uid)
+        return None if bound is None else (bound[0][0], bound[0][1], bound[1])
+
+    def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+        offered = args.candidate_nodes()
+        executor = _executor(args.pod)
+        if executor is None:
+            return ExtenderFilterResult(node_names=offered)
+        with self._lock:
+            slot, reason = self._assign(executor)
+        if slot is None:
+            return ExtenderFilterResult(node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(offered, reason))
+        elsewhere = f"slot {slot.id} of testbed {executor.testbed[1]} is on node {slot.node_name}"
+        return ExtenderFilterResult(
+            node_names=[n for n in offered if n == slot.node_name],
+            failed_nodes={n: elsewhere for n in offered if n != slot.node_name},
+        )
+
+    def preempt(self, args: ExtenderPreemptionArgs) -> ExtenderPreemptionResult:
+        executor = _executor(args.pod)
+        if executor is None:  # not ours: the scheduler's own choice stands
+            return ExtenderPreemptionResult(node_name_to_meta_victims=_meta_victims(args))
+        with self._lock:
+            slot, _ = self._assign(executor)
+        if slot is None or slot.node_name not in args.candidate_nodes():
+            return ExtenderPreemptionResult()
+        victims = [MetaPod(uid=slot.ghost_uid)] if slot.ghost_uid else []
+        return ExtenderPreemptionResult(node_name_to_meta_victims={slot.node_name: MetaVictims(pods=victims)})
+
+    def _assign(self, executor: _Executor) -> tuple[IndexedSlot | None, str]:
+        """The executor's slot: the one it was given before, else the lowest reserved one nobody holds."""
+        slots = self._slots.get(executor.testbed)
+        if slots is None:
+            return None, f"testbed {executor.testbed[1]} is not known (yet)"
+        bound = self._slot_of.get(executor.uid)
+        if bound is not None and bound[1] in slots:
+            return slots[bound[1]], ""
+        self._unbind(executor.uid)
+        for slot in sorted(slots.values(), key=lambda s: s.id):
+            if (
+                slot.job == executor.job
+                and slot.state != SlotState.FREE
+                and (executor.testbed, slot.id) not in self._pod_in
+            ):
+                self._slot_of[executor.uid] = (executor.testbed, slot.id)
+                self._pod_in[(executor.testbed, slot.id)] = executor.uid
+                return slot, ""
+        return None, f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
+
+    def _unbind(self, uid: str) -> None:
+        bound = self._slot_of.pop(uid, None)
+        if bound is not None:
+            self._pod_in.pop(bound, None)
+
+
+def _executor(pod: SchedulingPod) -> _Executor | None:
+    labels = pod.metadata.labels
+    testbed, job = labels.get(TESTBED_LABEL), labels.get(JOB_LABEL)
+    if labels.get(ROLE_LABEL) != ROLE_EXECUTOR or not testbed or not job:
+        return None
+    uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+    return _Executor((pod.metadata.namespace, testbed), job, uid)
+
+
+def _meta_victims(args: ExtenderPreemptionArgs) -> dict[str, MetaVictims]:
+    if args.node_name_to_meta_victims is not None:
+        return dict(args.node_name_to_meta_victims)
+    return {
+        node: MetaVictims(pods=[MetaPod(uid=p.metadata.uid) for p in v.pods], num_pdb_violations=v.num_pdb_violations)
+        for node, v in (args.node_name_to_victims or {}).items()
+    }

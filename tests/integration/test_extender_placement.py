@@ -1,0 +1,146 @@
+"""esi's extender, served by uvicorn, steering the real second kube-scheduler: an executor lands on exactly
+its slot's node and evicts exactly that slot's ghost pod; nothing else on the node is touched.
+
+The Testbed's slots and ghosts are set up by the test here (the Testbed reconciler does it in operation).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
+
+from api.app import create_app
+from esi.names import (
+    EXECUTOR_PRIORITY_CLASS,
+    GHOST_PRIORITY_CLASS,
+    JOB_LABEL,
+    ROLE_EXECUTOR,
+    ROLE_GHOST,
+    ROLE_LABEL,
+    SLOT_LABEL,
+    TESTBED_LABEL,
+)
+from esi.slot_index import IndexedSlot, SlotIndex
+from esi.testbed import SlotState
+from infra.local_cluster import LocalCluster
+from infra.second_scheduler import SecondScheduler
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import get_or_none, pod, running_on, wait_for
+
+
+@pytest.fixture
+def extender() -> Iterator[tuple[str, SlotIndex]]:
+    """esi's extender app on a free loopback port: (URL prefix, its slot index)."""
+    index = SlotIndex()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(index), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for("the extender to start", lambda: server.started, timeout=10)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/extender", index
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def ghost(name: str, namespace: str, node: str, slot: int) -> Any:
+    manifest = pod(name, namespace, cpu="1", memory="1Gi", node_name=node, priority_class_name=GHOST_PRIORITY_CLASS)
+    manifest.metadata.labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: "tb", SLOT_LABEL: str(slot)}
+    return manifest
+
+
+def test_an_executor_takes_exactly_its_slot(
+    esi_priority_classes: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    extender: tuple[str, SlotIndex],
+) -> None:
+    url, index = extender
+    node_a, node_b = add_nodes(2, cpu="2500m")
+    # Slots interleaved: 0 and 2 on A, 1 and 3 on B; each node full with its two ghosts and, on B, a foreign pod.
+    places = {0: node_a, 1: node_b, 2: node_a, 3: node_b}
+    for slot, node in places.items():
+        client.create(ghost(f"ghost-{slot}", namespace, node, slot))
+    client.create(pod("foreign", namespace, cpu="500m", node_name=node_b))
+    for name in [*(f"ghost-{s}" for s in places), "foreign"]:
+        wait_for(f"{name} to run", running_on(client, name, namespace))
+    uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
+    # The Scheduling gave job "wordcount" slot 1. Left alone, the scheduler would evict the younger ghost of
+    # node B (slot 3's): the extender must make it slot 1's.
+    reserved = {1}
+    index.replace_testbed(
+        namespace,
+        "tb",
+        [
+            IndexedSlot(
+                s,
+                n,
+                SlotState.RESERVED if s in reserved else SlotState.FREE,
+                job="wordcount" if s in reserved else None,
+                ghost_uid=uids[s],
+            )
+            for s, n in places.items()
+        ],
+    )
+
+    scheduler = second_scheduler(url)
+    executor = pod(
+        "exec-1",
+        namespace,
+        cpu="1",
+        memory="1Gi",
+        scheduler=scheduler.settings.scheduler_name,
+        priority_class_name=EXECUTOR_PRIORITY_CLASS,
+        node_selector={"esi.test/pool": unique},
+    )
+    executor.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
+    client.create(executor)
+
+    node = wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=90)
+
+    assert node == node_b
+    assert get_or_none(client, Pod, "ghost-1", namespace) is None, "the slot's ghost was not evicted"
+    for survivor in ("ghost-0", "ghost-2", "ghost-3", "foreign"):
+        current = client.get(Pod, survivor, namespace=namespace)
+        assert current.metadata is not None
+        assert current.metadata.deletionTimestamp is None, f"{survivor} was touched"
+    executor_uid = client.get(Pod, "exec-1", namespace=namespace).metadata.uid  # type: ignore[union-attr]
+    assert index.slot_of(str(executor_uid)) == (namespace, "tb", 1)
+
+
+def test_an_ordinary_pod_cannot_take_reserved_capacity(
+    esi_priority_classes: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    (node,) = add_nodes(1, cpu="2")
+    for slot in (0, 1):
+        client.create(ghost(f"ghost-{slot}", namespace, node, slot))
+    for slot in (0, 1):
+        wait_for(f"ghost-{slot} to run", running_on(client, f"ghost-{slot}", namespace))
+
+    client.create(pod("greedy", namespace, cpu="1", node_selector={"esi.test/pool": unique}))
+    unschedulable = wait_for("the scheduler to give up on the pod", lambda: _unschedulable(client, "greedy", namespace))
+
+    assert "Insufficient cpu" in unschedulable
+    for slot in (0, 1):
+        current = client.get(Pod, f"ghost-{slot}", namespace=namespace)
+        assert current.metadata is not None
+        assert current.metadata.deletionTimestamp is None
+
+
+def _unschedulable(client: Client, name: str, namespace: str) -> str | None:
+    current = client.get(Pod, name, namespace=namespace)
+    for condition in (current.status.conditions or []) if current.status else []:
+        if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+            return condition.message or ""
+    return None

@@ -1,0 +1,170 @@
+"""The extender's answers: one slot per executor, always the same, never shared; only that slot's node;
+only that slot's ghost as victim; pods esi does not manage untouched."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.slot_index import IndexedSlot, SlotIndex
+from esi.testbed import SlotState
+
+NODES = ["n0", "n1", "n2"]
+
+
+def executor(name: str, job: str = "j", testbed: str = "tb", namespace: str = "ns") -> dict[str, Any]:
+    labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
+    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels}}
+
+
+def plain(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}}
+
+
+def filter_args(pod: dict[str, Any], nodes: list[str] = NODES) -> ExtenderArgs:
+    return ExtenderArgs.model_validate({"Pod": pod, "NodeNames": nodes})
+
+
+def preempt_args(pod: dict[str, Any], victims: dict[str, list[str]]) -> ExtenderPreemptionArgs:
+    meta = {n: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 0} for n, uids in victims.items()}
+    return ExtenderPreemptionArgs.model_validate({"Pod": pod, "NodeNameToMetaVictims": meta})
+
+
+def index() -> SlotIndex:
+    """Testbed tb: slots 0-5 interleaved on n0/n1/n2; job j has 1 (n1) and 4 (n1), job k has 2 (n2)."""
+    slots = SlotIndex()
+    table = [
+        IndexedSlot(0, "n0", SlotState.FREE, ghost_uid="g0"),
+        IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="g1"),
+        IndexedSlot(2, "n2", SlotState.RESERVED, job="k", ghost_uid="g2"),
+        IndexedSlot(3, "n0", SlotState.FREE, ghost_uid="g3"),
+        IndexedSlot(4, "n1", SlotState.RESERVED, job="j", ghost_uid="g4"),
+        IndexedSlot(5, "n2", SlotState.FREE, ghost_uid="g5"),
+    ]
+    slots.replace_testbed("ns", "tb", table)
+    return slots
+
+
+def test_pods_esi_does_not_manage_pass_through() -> None:
+    slots = index()
+
+    assert slots.filter(filter_args(plain("web"))).node_names == NODES
+    answer = slots.preempt(preempt_args(plain("web"), {"n0": ["x"], "n1": ["y", "z"]}))
+    assert {n: [p.uid for p in v.pods] for n, v in answer.node_name_to_meta_victims.items()} == {
+        "n0": ["x"],
+        "n1": ["y", "z"],
+    }
+
+
+def test_an_executor_gets_only_its_slots_node_and_the_same_answer_every_time() -> None:
+    slots = index()
+
+    first = slots.filter(filter_args(executor("e1")))
+    again = slots.filter(filter_args(executor("e1")))
+
+    assert first.node_names == again.node_names == ["n1"]
+    assert first.failed_nodes == {n: "slot 1 of testbed tb is on node n1" for n in ("n0", "n2")}
+    assert slots.slot_of("uid-e1") == ("ns", "tb", 1)
+
+
+def test_executors_of_one_job_never_share_a_slot_and_the_third_is_refused() -> None:
+    slots = index()
+    for name in ("e1", "e2"):
+        slots.filter(filter_args(executor(name)))
+
+    third = slots.filter(filter_args(executor("e3")))
+
+    assert [slots.slot_of(f"uid-e{i}") for i in (1, 2, 3)] == [("ns", "tb", 1), ("ns", "tb", 4), None]
+    assert third.node_names == []
+    assert set(third.failed_and_unresolvable_nodes) == set(NODES)
+    assert "no slot of testbed tb is reserved for job j" in third.failed_and_unresolvable_nodes["n0"]
+
+
+def test_a_slot_is_given_again_once_its_pod_is_gone() -> None:
+    slots = index()
+    slots.filter(filter_args(executor("e1")))
+    slots.filter(filter_args(executor("e2")))
+
+    slots.forget_pod("uid-e1")
+
+    assert slots.filter(filter_args(executor("e3"))).node_names == ["n1"]
+    assert slots.slot_of("uid-e3") == ("ns", "tb", 1)
+
+
+def test_the_slots_node_not_offered_means_no_node_but_preemption_may_help() -> None:
+    result = index().filter(filter_args(executor("e1"), ["n0", "n2"]))
+
+    assert result.node_names == []
+    assert set(result.failed_nodes) == {"n0", "n2"}
+    assert result.failed_and_unresolvable_nodes == {}
+
+
+def test_preemption_evicts_exactly_the_slots_ghost() -> None:
+    slots = index()
+
+    # The scheduler would evict the ghost of slot 4 on n1, and something on n0; the extender insists on slot 1's.
+    answer = slots.preempt(preempt_args(executor("e1"), {"n0": ["g0"], "n1": ["g4"]}))
+
+    assert {n: [p.uid for p in v.pods] for n, v in answer.node_name_to_meta_victims.items()} == {"n1": ["g1"]}
+    assert slots.filter(filter_args(executor("e1"))).node_names == ["n1"], "filter and preempt agree"
+
+
+def test_preemption_without_the_slots_node_among_the_candidates_evicts_nothing() -> None:
+    answer = index().preempt(preempt_args(executor("e1"), {"n0": ["g0"]}))
+
+    assert answer.node_name_to_meta_victims == {}
+
+
+def test_an_unknown_testbed_is_refused_with_the_reason() -> None:
+    result = index().filter(filter_args(executor("e1", testbed="other")))
+
+    assert result.node_names == []
+    assert result.failed_and_unresolvable_nodes["n0"] == "testbed other is not known (yet)"
+
+
+def test_free_slots_and_other_jobs_slots_are_never_given() -> None:
+    slots = index()
+    assert slots.filter(filter_args(executor("k1", job="k"))).node_names == ["n2"]
+    assert slots.filter(filter_args(executor("k2", job="k"))).node_names == []
+    assert slots.filter(filter_args(executor("x1", job="x"))).node_names == []
+
+
+@given(st.lists(st.tuples(st.sampled_from(["e1", "e2", "e3", "e4"]), st.booleans()), max_size=30))
+def test_no_two_pods_ever_hold_one_slot(calls: list[tuple[str, bool]]) -> None:
+    slots = index()
+    for name, forget in calls:
+        if forget:
+            slots.forget_pod(f"uid-{name}")
+        else:
+            slots.filter(filter_args(executor(name)))
+        held = [slots.slot_of(f"uid-e{i}") for i in range(1, 5)]
+        given_out = [h for h in held if h is not None]
+        assert len(given_out) == len(set(given_out))
+        assert {h[2] for h in given_out} <= {1, 4}
+
+
+def test_concurrent_requests_never_share_a_slot() -> None:
+    slots = SlotIndex()
+    slots.replace_testbed("ns", "tb", [IndexedSlot(i, f"n{i}", SlotState.RESERVED, job="j") for i in range(50)])
+    barrier = threading.Barrier(8)
+
+    def ask(worker: int) -> None:
+        barrier.wait()
+        for i in range(10):
+            slots.filter(filter_args(executor(f"w{worker}-{i}"), [f"n{n}" for n in range(50)]))
+
+    threads = [threading.Thread(target=ask, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    held = [slots.slot_of(f"uid-w{w}-{i}") for w in range(8) for i in range(10)]
+    given_out = [h for h in held if h is not None]
+    assert len(given_out) == 50
+    assert len(set(given_out)) == 50
