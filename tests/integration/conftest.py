@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import sys
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
@@ -16,7 +19,7 @@ from esi import priority
 from esi.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
-from tests.integration.kube import namespace_manifest, priority_class
+from tests.integration.kube import namespace_manifest, priority_class, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -53,11 +56,45 @@ def esi_priority_classes(cluster: LocalCluster) -> LocalCluster:
 
 
 @pytest.fixture(scope="session")
+def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) -> LocalCluster:
+    """esi's reconcilers (``python -m operators``) running against the session's cluster."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    esi_crds.start_process(
+        "esi-operators",
+        [
+            sys.executable,
+            "-m",
+            "operators",
+            f"--kubeconfig={esi_crds.kubeconfig}",
+            f"--liveness=http://127.0.0.1:{port}/healthz",
+        ],
+    )
+    wait_for("the operators to report live", lambda: _live(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+    return esi_crds
+
+
+def _live(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
 def esi_crds(cluster: LocalCluster) -> LocalCluster:
     """The session's cluster with esi's CRDs installed and established (as generated from the models now)."""
     crds = [crd(d) for d in DEFINITIONS]
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                    input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}))  # fmt: skip
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}),
+    )
     cluster.kubectl("wait", "--for=condition=Established", *(f"crd/{c['metadata']['name']}" for c in crds))
     return cluster
 
@@ -70,9 +107,9 @@ def add_nodes(cluster: LocalCluster, client: Client, unique: str) -> Iterator[Ad
     """Adds nodes only this test uses (label ``esi.test/pool=<unique>``); removes them afterwards."""
     added: list[str] = []
 
-    def add(count: int, cpu: str = "2") -> list[str]:
+    def add(count: int, cpu: str = "2", memory: str = "4Gi", labels: dict[str, str] | None = None) -> list[str]:
         specs = [
-            NodeSpec(f"n-{unique}-{i}", cpu=cpu, memory="4Gi", labels={"esi.test/pool": unique})
+            NodeSpec(f"n-{unique}-{i}", cpu=cpu, memory=memory, labels={"esi.test/pool": unique, **(labels or {})})
             for i in range(len(added), len(added) + count)
         ]
         cluster.add_nodes(specs)

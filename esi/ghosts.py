@@ -1,0 +1,112 @@
+"""Ghost pods and how a Testbed's pods and nodes read: manifests in, views for ``decide_testbed`` out.
+
+A ghost pod holds one slot: it requests (and is limited to) exactly the slot size, is pinned to the slot's
+node, carries the ghost priority class (so ordinary pods cannot evict it, but executors can), never
+preempts anything, and goes at once when evicted (grace period 0). It runs the pause image, which a real
+node has anyway and KWOK never pulls. It is owned by its Testbed, so deleting the Testbed removes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from esi.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.quantity import Quantity, QuantityError
+from esi.testbed_states import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
+
+__all__ = ["GHOST_IMAGE", "ghost_name", "ghost_pod", "node_view", "pod_requests", "pod_view"]
+
+GHOST_IMAGE = "registry.k8s.io/pause:3.10"
+_ZERO = Quantity(0)
+
+
+def ghost_name(testbed: str, slot: int) -> str:
+    return f"{testbed}-ghost-{slot}"
+
+
+def ghost_pod(testbed: str, testbed_uid: str, namespace: str, create: CreateGhost) -> dict[str, Any]:
+    """The ghost pod manifest for one slot of a Testbed."""
+    size = {"cpu": str(create.size.cpu), "memory": str(create.size.memory)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": ghost_name(testbed, create.slot),
+            "namespace": namespace,
+            "labels": {
+                ROLE_LABEL: ROLE_GHOST,
+                TESTBED_LABEL: testbed,
+                SLOT_LABEL: str(create.slot),
+                "app.kubernetes.io/part-of": "esi",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "esi.tu-berlin.de/v1alpha1",
+                    "kind": "Testbed",
+                    "name": testbed,
+                    "uid": testbed_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": create.node_name,
+            "priorityClassName": GHOST_PRIORITY_CLASS,
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "containers": [{"name": "ghost", "image": GHOST_IMAGE, "resources": {"requests": size, "limits": size}}],
+        },
+    }
+
+
+def _quantity(value: Any) -> Quantity:
+    try:
+        return Quantity(value)
+    except (QuantityError, TypeError):
+        return _ZERO
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """What a pod asks the scheduler for: the sum over its containers (what slot sizing compares)."""
+    cpu, memory = _ZERO, _ZERO
+    for container in pod.get("spec", {}).get("containers", []):
+        requests = (container.get("resources") or {}).get("requests") or {}
+        cpu += _quantity(requests.get("cpu", 0))
+        memory += _quantity(requests.get("memory", 0))
+    return Resources(cpu, memory)
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView | None:
+    """A Testbed pod as ``decide_testbed`` sees it; None for a pod that is neither ghost nor executor."""
+    metadata = pod.get("metadata", {})
+    labels = metadata.get("labels") or {}
+    try:
+        role = PodRole(labels.get(ROLE_LABEL, ""))
+    except ValueError:
+        return None
+    slot_label = labels.get(SLOT_LABEL, "")
+    phase_text = (pod.get("status") or {}).get("phase", "Pending")
+    phase = PodPhase(phase_text) if phase_text in PodPhase.__members__.values() else PodPhase.PENDING
+    return PodView(
+        name=metadata["name"],
+        role=role,
+        node_name=(pod.get("spec") or {}).get("nodeName") or None,
+        slot=int(slot_label) if slot_label.isdigit() else None,
+        requests=pod_requests(pod),
+        phase=phase,
+        job=labels.get(JOB_LABEL),
+        terminating=metadata.get("deletionTimestamp") is not None,
+    )
+
+
+def node_view(node: Mapping[str, Any], other_requests: Resources) -> NodeView:
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return NodeView(
+        name=node["metadata"]["name"],
+        labels=dict(node["metadata"].get("labels") or {}),
+        allocatable=Resources(_quantity(allocatable.get("cpu", 0)), _quantity(allocatable.get("memory", 0))),
+        other_requests=other_requests,
+    )

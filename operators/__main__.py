@@ -1,0 +1,27 @@
+"""Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL]``.
+
+All handlers registered by the modules of this package run in one kopf operator, cluster-wide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import kopf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m operators", description=__doc__)
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, then in-cluster)")
+    parser.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://127.0.0.1:8081/healthz")
+    args = parser.parse_args()
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    import operators.testbed  # noqa: F401, PLC0415 (registers its handlers with kopf)
+
+    kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
+
+
+if __name__ == "__main__":
+    main()

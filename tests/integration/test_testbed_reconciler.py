@@ -1,0 +1,143 @@
+"""The Testbed reconciler on the real cluster: ghost pods per slot, interleaved ids, growth and shrinkage
+with node labels, capacity problems reported, never an executor touched."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
+
+from esi.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from infra.local_cluster import LocalCluster
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import wait_for
+from tests.manifests import testbed_manifest
+
+
+def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
+    return json.loads(cluster.kubectl("get", "testbed", name, "-n", namespace, "-o", "json")).get("status", {})  # type: ignore[no-any-return]
+
+
+def settled(cluster: LocalCluster, namespace: str, slots: int, state: str = "Ready") -> Any:
+    def probe() -> dict[str, Any] | None:
+        status = status_of(cluster, namespace)
+        return status if status.get("state") == state and status.get("counts", {}).get("slots") == slots else None
+
+    return probe
+
+
+def ghosts_when(client: Client, namespace: str, count: int) -> Any:
+    """A probe: the running ghosts once there are exactly ``count``."""
+
+    def probe() -> dict[int, str] | None:
+        found = ghosts(client, namespace)
+        return found if len(found) == count else None
+
+    return probe
+
+
+def ghosts(client: Client, namespace: str) -> dict[int, str]:
+    """Running ghost pods of testbed tb: slot id -> node."""
+    found = {}
+    for pod in client.list(Pod, namespace=namespace, labels={TESTBED_LABEL: "tb", ROLE_LABEL: ROLE_GHOST}):
+        assert pod.metadata is not None
+        assert pod.metadata.labels is not None
+        if pod.status is not None and pod.status.phase == "Running" and pod.metadata.deletionTimestamp is None:
+            assert pod.spec is not None
+            found[int(pod.metadata.labels[SLOT_LABEL])] = str(pod.spec.nodeName)
+    return found
+
+
+def test_two_labelled_nodes_with_two_slots_get_four_interleaved_ghosts(
+    esi_operators: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/slots-{unique}"
+    (first,) = add_nodes(1, cpu="4", labels={label: "1"})
+    (second,) = add_nodes(1, cpu="4", labels={label: "0"})
+    esi_operators.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input_text=json.dumps(
+            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
+            | {"metadata": {"name": "tb"}}
+        ),
+    )
+
+    status = wait_for("testbed tb to be Ready with 4 slots", settled(esi_operators, namespace, 4), timeout=60)
+
+    # Node "second" carries node id 0, so it holds ids 0 and 2.
+    table = [(s["id"], s["nodeName"], s["position"], s["state"]) for s in status["slots"]]
+    assert table == [(0, second, 0, "Free"), (1, first, 0, "Free"), (2, second, 1, "Free"), (3, first, 1, "Free")]
+    assert status["counts"] == {"nodes": 2, "slots": 4, "free": 4, "reserved": 0, "occupied": 0}
+    assert wait_for("four running ghosts", ghosts_when(client, namespace, 4)) == {
+        0: second,
+        1: first,
+        2: second,
+        3: first,
+    }
+    columns = esi_operators.kubectl("get", "tb", "tb", "-n", namespace, "--no-headers").split()
+    assert columns[1:5] == ["2", "4", "4", "Ready"]
+
+
+def test_labelling_nodes_grows_and_shrinks_the_testbed(
+    esi_operators: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/slots-{unique}"
+    nodes = add_nodes(4, cpu="4")
+    esi_operators.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input_text=json.dumps(
+            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
+            | {"metadata": {"name": "tb"}}
+        ),
+    )
+    wait_for("an empty testbed", settled(esi_operators, namespace, 0), timeout=60)
+
+    for labelled, expected in ((1, 2), (2, 4), (4, 8)):
+        for i, node in enumerate(nodes[:labelled]):
+            esi_operators.kubectl("label", "node", node, f"{label}={i}", "--overwrite")
+        wait_for(f"{expected} slots", settled(esi_operators, namespace, expected), timeout=60)
+        wait_for(f"{expected} ghosts", ghosts_when(client, namespace, expected), timeout=60)
+
+    for node in nodes[2:]:
+        esi_operators.kubectl("label", "node", node, f"{label}-")
+    status = wait_for("4 slots again", settled(esi_operators, namespace, 4), timeout=60)
+    assert {s["nodeName"] for s in status["slots"]} == set(nodes[:2])
+    assert set(wait_for("4 ghosts again", ghosts_when(client, namespace, 4), timeout=60).values()) == set(nodes[:2])
+
+
+def test_a_node_without_room_for_its_slots_is_reported_not_filled(
+    esi_operators: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/slots-{unique}"
+    (small,) = add_nodes(1, cpu="1500m", labels={label: "0"})
+    esi_operators.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input_text=json.dumps(
+            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
+            | {"metadata": {"name": "tb"}}
+        ),
+    )
+
+    status = wait_for("a degraded testbed", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
+
+    healthy = next(c for c in status["conditions"] if c["type"] == "Healthy")
+    assert healthy["status"] == "False"
+    assert small in healthy["message"]
+    assert "500m cpu" in healthy["message"]
+    events = esi_operators.kubectl("get", "events", "-n", namespace, "-o", "json")
+    reasons = {(e["reason"], e["type"]) for e in json.loads(events)["items"] if e["involvedObject"]["name"] == "tb"}
+    assert any(kind == "Warning" for _, kind in reasons), reasons

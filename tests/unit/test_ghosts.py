@@ -1,0 +1,82 @@
+"""Ghost pod manifests and how pods and nodes are read for the Testbed decision."""
+
+from __future__ import annotations
+
+from esi.ghosts import ghost_pod, node_view, pod_requests, pod_view
+from esi.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.quantity import Quantity
+from esi.testbed_states import CreateGhost, PodPhase, PodRole, Resources
+
+SIZE = Resources(Quantity("700m"), Quantity("896Mi"))
+
+
+def test_a_ghost_holds_exactly_its_slot_and_gives_way_at_once() -> None:
+    pod = ghost_pod("tb", "uid-tb", "ns", CreateGhost(slot=5, node_name="n1", position=2, size=SIZE))
+
+    assert pod["metadata"]["name"] == "tb-ghost-5"
+    assert pod["metadata"]["labels"].items() >= {ROLE_LABEL: "ghost", TESTBED_LABEL: "tb", SLOT_LABEL: "5"}.items()
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Testbed", "uid-tb", True)
+    spec = pod["spec"]
+    assert spec["nodeName"] == "n1"
+    assert spec["priorityClassName"] == GHOST_PRIORITY_CLASS
+    assert spec["terminationGracePeriodSeconds"] == 0
+    (container,) = spec["containers"]
+    assert container["resources"] == {
+        "requests": {"cpu": "700m", "memory": "896Mi"},
+        "limits": {"cpu": "700m", "memory": "896Mi"},
+    }
+    assert pod_requests(pod) == SIZE
+
+
+def test_reading_an_executor_pod() -> None:
+    pod = {
+        "metadata": {
+            "name": "e",
+            "labels": {ROLE_LABEL: "executor", TESTBED_LABEL: "tb", JOB_LABEL: "j", SLOT_LABEL: "3"},
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "nodeName": "n0",
+            "containers": [
+                {"resources": {"requests": {"cpu": "1"}}},
+                {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+    view = pod_view(pod)
+
+    assert view is not None
+    assert (view.role, view.node_name, view.slot, view.job, view.phase, view.terminating) == (
+        PodRole.EXECUTOR,
+        "n0",
+        3,
+        "j",
+        PodPhase.RUNNING,
+        True,
+    )
+    assert view.requests == Resources(Quantity("1500m"), Quantity("1Gi"))
+
+
+def test_pods_without_a_role_or_with_odd_labels_read_safely() -> None:
+    assert pod_view({"metadata": {"name": "x", "labels": {}}}) is None
+    view = pod_view(
+        {"metadata": {"name": "g", "labels": {ROLE_LABEL: "ghost", SLOT_LABEL: "two"}}, "status": {"phase": "Unknown"}}
+    )
+    assert view is not None
+    assert (view.slot, view.phase, view.node_name) == (None, PodPhase.PENDING, None)
+
+
+def test_reading_a_node() -> None:
+    node = {"metadata": {"name": "n", "labels": {"a": "1"}}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
+
+    view = node_view(node, SIZE)
+
+    assert (view.name, dict(view.labels), view.allocatable, view.other_requests) == (
+        "n",
+        {"a": "1"},
+        Resources(Quantity(4), Quantity("8Gi")),
+        SIZE,
+    )
