@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up down status tools venv test unit integration lint typecheck format crds
+.PHONY: help up down status tools venv test unit integration lint typecheck format crds bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,3 +59,6 @@ format: venv ## apply ruff's formatting and safe fixes
 
 crds: venv ## regenerate crds/ from the models in esi/
 	$(BIN)/python -m infra.crds
+
+bench: venv ## run the benchmarks; they print figures (nothing is asserted)
+	$(BIN)/python -m bench.extender

@@ -74,6 +74,17 @@ class SlotIndex:
         with self._lock:
             self._unbind(uid)
 
+    def slots(self, namespace: str, name: str) -> tuple[IndexedSlot, ...] | None:
+        """The Testbed's slots by id, or None while the index does not know the Testbed."""
+        with self._lock:
+            table = self._slots.get((namespace, name))
+            return None if table is None else tuple(table[i] for i in sorted(table))
+
+    def bound_pods(self) -> frozenset[str]:
+        """UIDs of the pods that were given a slot."""
+        with self._lock:
+            return frozenset(self._slot_of)
+
     def slot_of(self, uid: str) -> tuple[str, str, int] | None:
         """(namespace, testbed, slot id) the pod was given, if any."""
         with self._lock:

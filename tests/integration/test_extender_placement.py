@@ -6,17 +6,15 @@ The Testbed's slots and ghosts are set up by the test here (the Testbed reconcil
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from api.app import create_app
+from api.threaded import serve_in_thread
 from esi.names import (
     EXECUTOR_PRIORITY_CLASS,
     GHOST_PRIORITY_CLASS,
@@ -39,16 +37,8 @@ from tests.integration.kube import get_or_none, pod, running_on, wait_for
 def extender() -> Iterator[tuple[str, SlotIndex]]:
     """esi's extender app on a free loopback port: (URL prefix, its slot index)."""
     index = SlotIndex()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(index), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_for("the extender to start", lambda: server.started, timeout=10)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/extender", index
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve_in_thread(create_app(index)) as url:
+        yield f"{url}/extender", index
 
 
 def ghost(name: str, namespace: str, node: str, slot: int) -> Any:

@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures; nothing here asserts a time (see README, Benchmarks)."""

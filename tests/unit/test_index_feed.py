@@ -1,0 +1,371 @@
+"""The extender's index follows Testbed statuses and esi's pods: the slot table joined with ghost UIDs, slots
+released when executors end, a relist repairing what was missed, and a feed that lists, watches from the
+list's version, lists again after 410 Gone and keeps going through errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
+
+import pytest
+from lightkube import ApiError, AsyncClient
+from lightkube.models.core_v1 import PodStatus
+from lightkube.models.meta_v1 import ObjectMeta, Status
+from lightkube.resources.core_v1 import Pod
+from pydantic import ValidationError
+
+from api.index_feed import IndexFeed, IndexView, TestbedResource, indexed_slots, status_slots
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.slot_index import IndexedSlot, SlotIndex
+from esi.testbed import Slot, SlotState
+from tests.unit.test_slot_index import executor, filter_args
+
+
+def slot(id_: int, node: str, state: str = "Free", job: str | None = None, pod: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": id_, "nodeName": node, "nodeId": id_ % 2, "position": id_ // 2, "state": state}
+    return entry | ({"job": job} if job else {}) | ({"pod": pod} if pod else {})
+
+
+# Testbed tb on n0/n1: slot 0 free, slot 1 reserved for job j, both still held by their ghosts.
+STATUS = {"state": "InUse", "slots": [slot(0, "n0", pod="g-0"), slot(1, "n1", "Reserved", "j", "g-1")]}
+
+
+def ghost(name: str, uid: str, testbed: str = "tb", namespace: str = "ns") -> Pod:
+    labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: testbed, SLOT_LABEL: name.rsplit("-", 1)[-1]}
+    return Pod(metadata=ObjectMeta(name=name, namespace=namespace, uid=uid, labels=labels))
+
+
+def executor_pod(name: str, phase: str = "Running", job: str = "j") -> Pod:
+    labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: job}
+    meta = ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}", labels=labels)
+    return Pod(metadata=meta, status=PodStatus(phase=phase))
+
+
+def victims(index: SlotIndex) -> dict[int, str | None]:
+    slots = index.slots("ns", "tb")
+    assert slots is not None, "the index does not know testbed tb"
+    return {s.id: s.ghost_uid for s in slots}
+
+
+def gives(index: SlotIndex, pod: str) -> int | None:
+    """The slot the extender gives executor ``pod`` of job j now (None: refused)."""
+    index.filter(filter_args(executor(pod)))
+    bound = index.slot_of(f"uid-{pod}")
+    return None if bound is None else bound[2]
+
+
+# --- the pure join --------------------------------------------------------------------------------------
+
+
+def test_each_slot_gets_the_uid_of_the_ghost_it_names() -> None:
+    table = [
+        Slot.model_validate(s)
+        for s in [
+            slot(0, "n0", pod="g-0"),
+            slot(1, "n1", "Reserved", "j", "g-1"),
+            slot(2, "n0", "Occupied", "k", "exec-k-1"),  # an executor, not a ghost: nothing to evict
+            slot(3, "n1", "Reserved", "j", "g-3"),  # its ghost is not known (yet)
+            slot(4, "n0"),
+        ]
+    ]
+
+    assert indexed_slots(table, {"g-0": "u0", "g-1": "u1", "g-9": "u9"}) == [
+        IndexedSlot(0, "n0", SlotState.FREE, ghost_uid="u0"),
+        IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="u1"),
+        IndexedSlot(2, "n0", SlotState.OCCUPIED, job="k"),
+        IndexedSlot(3, "n1", SlotState.RESERVED, job="j"),
+        IndexedSlot(4, "n0", SlotState.FREE),
+    ]
+
+
+@pytest.mark.parametrize("status", [None, {}, {"state": "Pending"}, {"slots": []}], ids=str)
+def test_a_testbed_without_a_slot_table_has_no_slots(status: dict[str, Any] | None) -> None:
+    assert status_slots(status) == ()
+
+
+def test_a_slot_table_esi_did_not_write_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"nodeName"):
+        status_slots({"slots": [{"id": 0, "state": "Free"}]})
+
+
+# --- the view ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("testbed_first", [True, False], ids=["testbed first", "ghosts first"])
+def test_a_testbed_and_its_ghosts_meet_in_either_order(testbed_first: bool) -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    events: list[Callable[[], None]] = [
+        lambda: view.pod_changed(ghost("g-0", "u0")),
+        lambda: view.pod_changed(ghost("g-1", "u1")),
+        lambda: view.pod_changed(ghost("g-1", "other", testbed="tb2")),  # another Testbed's ghost
+        lambda: view.pod_changed(ghost("g-1", "other", namespace="ns2")),  # tb of another namespace
+    ]
+    events.insert(0 if testbed_first else len(events), lambda: view.testbed_changed("ns", "tb", STATUS))
+
+    for event in events:
+        event()
+
+    assert victims(index) == {0: "u0", 1: "u1"}
+    assert gives(index, "e1") == 1
+
+
+def test_a_ghost_that_is_gone_is_no_victim_any_more() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    view.pod_changed(ghost("g-0", "u0"))
+    view.pod_changed(ghost("g-1", "u1"))
+
+    view.pod_deleted(ghost("g-1", "u1"))
+    view.pod_changed(ghost("g-0", "u0-new"))  # recreated under the same name
+    view.pod_deleted(ghost("g-0", "u0"))  # the old one's deletion, seen late, must not hide the new one
+
+    assert victims(index) == {0: "u0-new", 1: None}
+
+
+def test_a_deleted_testbed_gives_no_slots() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+
+    view.testbed_deleted("ns", "tb")
+
+    assert index.slots("ns", "tb") is None
+    assert index.filter(filter_args(executor("e1"))).failed_and_unresolvable_nodes
+
+
+def test_a_status_change_reaches_the_index() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    assert gives(index, "e1") == 1
+
+    view.testbed_changed("ns", "tb", {"slots": [*STATUS["slots"], slot(2, "n0", "Reserved", "j", "g-2")]})
+
+    assert gives(index, "e2") == 2
+
+
+def test_an_unreadable_status_makes_the_testbed_unknown(caplog: pytest.LogCaptureFixture) -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+
+    with caplog.at_level(logging.WARNING):
+        view.testbed_changed("ns", "tb", {"slots": [{"id": 0, "state": "Nonsense"}]})
+
+    assert index.slots("ns", "tb") is None
+    assert "testbed ns/tb" in caplog.text
+
+
+@pytest.mark.parametrize("ending", ["deleted", "Succeeded", "Failed"])
+def test_an_executor_that_ends_releases_its_slot(ending: str) -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    assert gives(index, "e1") == 1
+
+    if ending == "deleted":
+        view.pod_deleted(executor_pod("e1"))
+    else:
+        view.pod_changed(executor_pod("e1", phase=ending))
+
+    assert index.slot_of("uid-e1") is None
+    assert gives(index, "e2") == 1
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Running"])
+def test_an_executor_that_has_not_ended_keeps_its_slot(phase: str) -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    assert gives(index, "e1") == 1
+
+    view.pod_changed(executor_pod("e1", phase=phase))
+
+    assert index.slot_of("uid-e1") == ("ns", "tb", 1)
+    assert gives(index, "e2") is None
+
+
+def test_a_relist_drops_testbeds_that_went_away_unseen() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    view.testbed_changed("ns", "old", STATUS)
+
+    view.testbeds_listed([("ns", "tb", STATUS), ("ns", "new", STATUS)])
+
+    assert index.slots("ns", "old") is None
+    assert index.slots("ns", "tb") is not None
+    assert index.slots("ns", "new") is not None
+
+
+def test_a_relist_forgets_executors_that_ended_unseen_and_replaces_the_ghosts() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    two_reserved = {"slots": [slot(1, "n1", "Reserved", "j", "g-1"), slot(3, "n1", "Reserved", "j", "g-3")]}
+    view.testbed_changed("ns", "tb", two_reserved)
+    view.pod_changed(ghost("g-1", "u1"))
+    view.pod_changed(ghost("g-3", "u3"))
+    assert (gives(index, "gone"), gives(index, "done")) == (1, 3)
+    bound_before = index.bound_pods()
+    view.testbed_changed("ns", "tb", {"slots": [*two_reserved["slots"], slot(5, "n1", "Reserved", "j", "g-5")]})
+    assert gives(index, "late") == 5  # bound after the list was asked for: not the list's business
+
+    listed = [executor_pod("done", phase="Succeeded"), ghost("g-3", "u3-new"), ghost("g-5", "u5")]
+    view.pods_listed(listed, bound_before)
+
+    assert (index.slot_of("uid-gone"), index.slot_of("uid-done")) == (None, None)
+    assert index.slot_of("uid-late") == ("ns", "tb", 5)
+    assert victims(index) == {1: None, 3: "u3-new", 5: "u5"}
+
+
+def test_a_relist_keeps_executors_that_still_run() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    assert gives(index, "e1") == 1
+
+    view.pods_listed([executor_pod("e1", phase="Running")], index.bound_pods())
+
+    assert index.slot_of("uid-e1") == ("ns", "tb", 1)
+
+
+# --- the feed: list, then watch from the list's version ----------------------------------------------------
+
+
+def served_testbed(name: str, status: dict[str, Any] | None = STATUS) -> Any:
+    return TestbedResource(metadata=ObjectMeta(name=name, namespace="ns"), spec={}, status=status)
+
+
+Listing = tuple[list[Any], str] | Exception
+Watching = list[tuple[str, Any]] | Exception
+
+
+class FakeListing:
+    def __init__(self, items: list[Any], version: str) -> None:
+        self.items, self.resourceVersion = items, version
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for item in self.items:
+            yield item
+
+
+class FakeCluster:
+    """Scripted answers per kind: each list takes the next listing (the last one repeats); each watch takes
+    the next batch of events, ending with an exception or else staying open. Calls are recorded."""
+
+    def __init__(self, lists: dict[type, list[Listing]], watches: dict[type, list[Watching]]) -> None:
+        self._lists = {kind: deque(script) for kind, script in lists.items()}
+        self._watches = {kind: deque(script) for kind, script in watches.items()}
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    def list(self, kind: type, **_: Any) -> FakeListing:
+        self.calls.append(("list", kind.__name__, None))
+        script = self._lists[kind]
+        listing = script.popleft() if len(script) > 1 else script[0]
+        if isinstance(listing, Exception):
+            raise listing
+        return FakeListing(*listing)
+
+    async def watch(self, kind: type, *, resource_version: str, **_: Any) -> AsyncIterator[tuple[str, Any]]:
+        self.calls.append(("watch", kind.__name__, resource_version))
+        script = self._watches[kind]
+        events = script.popleft() if script else []
+        if isinstance(events, Exception):
+            raise events
+        for event in events:
+            yield event
+        await asyncio.Event().wait()  # open until cancelled
+
+    def count(self, verb: str, kind: str) -> int:
+        return sum(1 for v, k, _ in self.calls if (v, k) == (verb, kind))
+
+
+def feed_until(cluster: FakeCluster, index: SlotIndex, done: Callable[[], bool]) -> None:
+    """Run a feed on ``cluster`` until ``done()`` holds (at most 5 s), then stop it."""
+
+    async def run() -> None:
+        feed = IndexFeed(cast(AsyncClient, cluster), index, min_backoff=0.001, max_backoff=0.01)
+        task = asyncio.create_task(feed.run())
+        try:
+            async with asyncio.timeout(5):
+                while not done():
+                    assert not task.done(), f"the feed stopped by itself: {task}"
+                    await asyncio.sleep(0.001)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    asyncio.run(run())
+
+
+def gone() -> ApiError:
+    return ApiError(status=Status(code=410, reason="Expired", message="too old resource version: 10 (20)"))
+
+
+def victims_of(index: SlotIndex, name: str) -> dict[int, str | None] | None:
+    slots = index.slots("ns", name)
+    return None if slots is None else {s.id: s.ghost_uid for s in slots}
+
+
+def test_the_feed_watches_from_the_version_of_its_list() -> None:
+    index = SlotIndex()
+    cluster = FakeCluster(
+        lists={TestbedResource: [([served_testbed("tb")], "10")], Pod: [([ghost("g-0", "u0")], "11")]},
+        watches={
+            TestbedResource: [[("ADDED", served_testbed("tb2")), ("DELETED", served_testbed("tb"))]],
+            Pod: [[("ADDED", ghost("g-1", "u1", testbed="tb2"))]],
+        },
+    )
+
+    feed_until(
+        cluster, index, lambda: index.slots("ns", "tb") is None and victims_of(index, "tb2") == {0: None, 1: "u1"}
+    )
+
+    assert ("watch", "Testbed", "10") in cluster.calls
+    assert ("watch", "Pod", "11") in cluster.calls
+
+
+def test_the_feed_lists_again_when_its_watch_expired(caplog: pytest.LogCaptureFixture) -> None:
+    index = SlotIndex()
+    cluster = FakeCluster(
+        lists={TestbedResource: [([served_testbed("tb")], "10"), ([], "30")], Pod: [([], "11")]},
+        watches={TestbedResource: [gone()], Pod: []},
+    )
+
+    with caplog.at_level(logging.INFO):
+        feed_until(cluster, index, lambda: cluster.count("watch", "Testbed") == 2)
+
+    assert index.slots("ns", "tb") is None, "the relist did not drop the Testbed deleted while not watching"
+    assert ("watch", "Testbed", "30") in cluster.calls
+    assert "410 Gone" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "a routine expiry is no warning"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ApiError(status=Status(code=404, message="the server could not find the requested resource")),
+        ApiError(status=Status(code=403, message="forbidden")),
+        ConnectionResetError("connection reset by peer"),
+    ],
+    ids=["CRD not installed", "forbidden", "connection lost"],
+)
+def test_the_feed_keeps_trying_through_errors(failure: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    index = SlotIndex()
+    cluster = FakeCluster(
+        lists={TestbedResource: [failure, failure, ([served_testbed("tb")], "10")], Pod: [([], "11")]},
+        watches={TestbedResource: [failure], Pod: [failure]},
+    )
+
+    with caplog.at_level(logging.WARNING):
+        feed_until(cluster, index, lambda: index.slots("ns", "tb") is not None and cluster.count("list", "Pod") >= 2)
+
+    assert cluster.count("list", "Testbed") >= 3
+    assert "listing again" in caplog.text
