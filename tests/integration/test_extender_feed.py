@@ -26,7 +26,7 @@ from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import get_or_none, pod, running_on, wait_for
-from tests.integration.test_extender_placement import ghost
+from tests.integration.test_extender_placement import two_full_nodes
 
 
 @pytest.fixture
@@ -72,13 +72,7 @@ def test_the_extender_follows_testbeds_and_pods(
 ) -> None:
     url, index = fed_extender
     node_a, node_b = add_nodes(2, cpu="2500m")
-    # Slots interleaved: 0 and 2 on A, 1 and 3 on B; each node full with its two ghosts and, on B, a foreign pod.
-    places = {0: node_a, 1: node_b, 2: node_a, 3: node_b}
-    for slot, node in places.items():
-        client.create(ghost(f"ghost-{slot}", namespace, node, slot))
-    client.create(pod("foreign", namespace, cpu="500m", node_name=node_b))
-    for name in [*(f"ghost-{s}" for s in places), "foreign"]:
-        wait_for(f"{name} to run", running_on(client, name, namespace))
+    places = two_full_nodes(client, namespace, node_a, node_b)
     ghosts = {s: uid_of(client, f"ghost-{s}", namespace) for s in places}
 
     # The Testbed publishes its slot table; a Scheduling gave job "wordcount" slot 1.

@@ -47,6 +47,18 @@ def ghost(name: str, namespace: str, node: str, slot: int) -> Any:
     return manifest
 
 
+def two_full_nodes(client: Client, namespace: str, node_a: str, node_b: str) -> dict[int, str]:
+    """Ghosts of testbed tb's slots 0-3, interleaved (0 and 2 on A, 1 and 3 on B), plus a foreign pod on B,
+    filling both nodes of 2500m; returns slot -> node once all of them run."""
+    places = {0: node_a, 1: node_b, 2: node_a, 3: node_b}
+    for slot, node in places.items():
+        client.create(ghost(f"ghost-{slot}", namespace, node, slot))
+    client.create(pod("foreign", namespace, cpu="500m", node_name=node_b))
+    for name in [*(f"ghost-{s}" for s in places), "foreign"]:
+        wait_for(f"{name} to run", running_on(client, name, namespace))
+    return places
+
+
 def test_an_executor_takes_exactly_its_slot(
     esi_priority_classes: LocalCluster,
     client: Client,
@@ -58,13 +70,7 @@ def test_an_executor_takes_exactly_its_slot(
 ) -> None:
     url, index = extender
     node_a, node_b = add_nodes(2, cpu="2500m")
-    # Slots interleaved: 0 and 2 on A, 1 and 3 on B; each node full with its two ghosts and, on B, a foreign pod.
-    places = {0: node_a, 1: node_b, 2: node_a, 3: node_b}
-    for slot, node in places.items():
-        client.create(ghost(f"ghost-{slot}", namespace, node, slot))
-    client.create(pod("foreign", namespace, cpu="500m", node_name=node_b))
-    for name in [*(f"ghost-{s}" for s in places), "foreign"]:
-        wait_for(f"{name} to run", running_on(client, name, namespace))
+    places = two_full_nodes(client, namespace, node_a, node_b)
     uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
     # The Scheduling gave job "wordcount" slot 1. Left alone, the scheduler would evict the younger ghost of
     # node B (slot 3's): the extender must make it slot 1's.
