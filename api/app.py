@@ -43,6 +43,7 @@ def _following(index: SlotIndex, config: KubeConfig) -> Callable[[FastAPI], Abst
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with feeding(index, config) as feed:
             app.state.index_feed = feed
+            app.state.binding_recorder = feed.record_binding
             yield
 
     return lifespan

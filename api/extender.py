@@ -6,16 +6,20 @@ parse is the caller's error: HTTP 400 naming each offending field, never a 500.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
-from esi.slot_index import SlotIndex
+from esi.extender import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
+from esi.slot_index import SlotIndex, pod_key
 
-__all__ = ["router", "slot_index"]
+__all__ = ["BindingRecorder", "router", "slot_index"]
+
+# Records (namespace, pod name, slot id) on the pod; set on app.state by whoever holds a Kubernetes client.
+BindingRecorder = Callable[[str, str, int], Awaitable[None]]
 
 router = APIRouter(prefix="/extender", tags=["extender"])
 Request_ = TypeVar("Request_", bound=BaseModel)
@@ -43,13 +47,25 @@ async def _parse(request: Request, model: type[Request_]) -> Request_:
         ) from err
 
 
+async def _record_new_binding(request: Request, index: SlotIndex, pod: SchedulingPod) -> None:
+    """Write a pod's new slot onto the pod before answering, so the Testbed keeps the slot's ghost out."""
+    binding = index.take_unrecorded(pod_key(pod))
+    recorder: BindingRecorder | None = getattr(request.app.state, "binding_recorder", None)
+    if binding is not None and recorder is not None:
+        await recorder(*binding)
+
+
 @router.post("/filter", summary="Allow only the node of the executor's slot")
 async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
-    return JSONResponse(index.filter(args).model_dump(mode="json"))
+    answer = index.filter(args)
+    await _record_new_binding(request, index, args.pod)
+    return JSONResponse(answer.model_dump(mode="json"))
 
 
 @router.post("/preempt", summary="Evict exactly the ghost pod of the executor's slot")
 async def preempt(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderPreemptionArgs)
-    return JSONResponse(index.preempt(args).model_dump(mode="json"))
+    answer = index.preempt(args)
+    await _record_new_binding(request, index, args.pod)
+    return JSONResponse(answer.model_dump(mode="json"))

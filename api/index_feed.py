@@ -26,15 +26,17 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, Final
 
+import httpx2
 from lightkube import ALL_NS, ApiError, AsyncClient, KubeConfig
 from lightkube.core.client import LabelSelector
 from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
 from lightkube.operators import exists, in_
 from lightkube.resources.core_v1 import Pod
+from lightkube.types import PatchType
 from pydantic import TypeAdapter, ValidationError
 
 from esi.meta import GROUP, VERSION
-from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, TESTBED_LABEL
+from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.slot_index import IndexedSlot, SlotIndex
 from esi.testbed import Slot
 
@@ -113,6 +115,8 @@ class IndexView:
             self._publish(key)
         elif role == ROLE_EXECUTOR and phase in FINISHED_PHASES:
             self._index.forget_pod(uid)
+        elif role == ROLE_EXECUTOR:
+            self._restore(pod, key, uid)
 
     def pod_deleted(self, pod: Pod) -> None:
         facts = _pod_facts(pod)
@@ -144,12 +148,25 @@ class IndexView:
                 ghosts.setdefault(key, {})[name] = uid
             elif phase not in FINISHED_PHASES:
                 running.add(uid)
+                self._restore(pod, key, uid)
         for uid in set(bound_before) - running:
             self._index.forget_pod(uid)
         changed = [key for key in self._ghosts.keys() | ghosts.keys() if self._ghosts.get(key) != ghosts.get(key)]
         self._ghosts = ghosts
         for key in changed:
             self._publish(key)
+
+    def _restore(self, pod: Pod, key: TestbedKey, uid: str) -> None:
+        """An executor's recorded slot (its label) is its binding, also for an extender that restarted."""
+        slot = ((pod.metadata.labels or {}) if pod.metadata else {}).get(SLOT_LABEL, "")
+        if slot.isdigit() and not self._index.restore(uid, key[0], key[1], int(slot)):
+            log.warning(
+                "pod %s/%s claims slot %s of testbed %s, which another pod holds",
+                key[0],
+                pod.metadata.name if pod.metadata else "?",
+                slot,
+                key[1],
+            )
 
     def _publish(self, key: TestbedKey) -> None:
         if key not in self._testbeds:  # ghosts of a Testbed not seen yet wait for it
@@ -192,6 +209,22 @@ class IndexFeed:
         self._view = IndexView(index)
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
+
+    async def record_binding(self, namespace: str, pod: str, slot: int) -> None:
+        """Label an executor pod with the slot the extender gave it (once per pod, before the answer)."""
+        try:
+            await self._client.patch(
+                Pod,
+                pod,
+                {"metadata": {"labels": {SLOT_LABEL: str(slot)}}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code != 404:  # a pod that is gone needs no record
+                log.warning("could not record slot %s on pod %s/%s: %s", slot, namespace, pod, err.status.message)
+        except httpx2.HTTPError as err:  # lightkube speaks httpx2
+            log.warning("could not record slot %s on pod %s/%s: %s", slot, namespace, pod, err)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as streams:

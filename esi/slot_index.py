@@ -8,6 +8,11 @@ The kube-scheduler extender must answer fast and the same way every time, so it 
   does not manage pass through with every offered node.
 * ``preempt``: the victim on the slot's node is exactly that slot's ghost pod, nothing else.
 
+A binding lives in memory, but must not only live there: the Testbed reconciler must know the slot is
+taken before the ghost is evicted (or it would put the ghost back), and a restarted extender must give the
+same answers. So a new binding is handed out once by ``take_unrecorded`` for the caller to record on the
+pod (its slot label) before it answers, and ``restore`` reads such records back.
+
 An executor whose job has no free reserved slot left (or whose Testbed is unknown) is refused on every
 node as *unresolvable*, so the scheduler does not evict anything for it in vain.
 """
@@ -30,7 +35,7 @@ from esi.extender import (
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.testbed import SlotState
 
-__all__ = ["IndexedSlot", "SlotIndex"]
+__all__ = ["IndexedSlot", "SlotIndex", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -49,6 +54,7 @@ class _Executor:
     testbed: TestbedKey
     job: str
     uid: str
+    name: str
 
 
 class SlotIndex:
@@ -59,6 +65,7 @@ class SlotIndex:
         self._slots: dict[TestbedKey, dict[int, IndexedSlot]] = {}
         self._slot_of: dict[str, tuple[TestbedKey, int]] = {}  # pod uid -> (testbed, slot id)
         self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
+        self._unrecorded: dict[str, tuple[str, str, int]] = {}  # pod uid -> (namespace, pod name, slot id)
 
     def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """The Testbed's current slot table (from its status and its ghost pods)."""
@@ -73,6 +80,23 @@ class SlotIndex:
         """The pod is gone (or finished): its slot can be given again."""
         with self._lock:
             self._unbind(uid)
+
+    def take_unrecorded(self, uid: str) -> tuple[str, str, int] | None:
+        """The pod's binding if it is new (handed out once), as (namespace, pod name, slot id), to record."""
+        with self._lock:
+            return self._unrecorded.pop(uid, None)
+
+    def restore(self, uid: str, namespace: str, testbed: str, slot: int) -> bool:
+        """Take back a binding recorded on a pod (after a restart); False if that slot is another pod's."""
+        key = ((namespace, testbed), slot)
+        with self._lock:
+            holder = self._pod_in.get(key)
+            if holder is not None:
+                return holder == uid
+            self._unbind(uid)
+            self._slot_of[uid] = key
+            self._pod_in[key] = uid
+        return True
 
     def slots(self, namespace: str, name: str) -> tuple[IndexedSlot, ...] | None:
         """The Testbed's slots by id, or None while the index does not know the Testbed."""
@@ -134,13 +158,20 @@ class SlotIndex:
             ):
                 self._slot_of[executor.uid] = (executor.testbed, slot.id)
                 self._pod_in[(executor.testbed, slot.id)] = executor.uid
+                self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot.id)
                 return slot, ""
         return None, f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
 
     def _unbind(self, uid: str) -> None:
+        self._unrecorded.pop(uid, None)
         bound = self._slot_of.pop(uid, None)
         if bound is not None:
             self._pod_in.pop(bound, None)
+
+
+def pod_key(pod: SchedulingPod) -> str:
+    """How the index knows a pod: its UID (namespace/name for the rare request without one)."""
+    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 def _executor(pod: SchedulingPod) -> _Executor | None:
@@ -148,8 +179,7 @@ def _executor(pod: SchedulingPod) -> _Executor | None:
     testbed, job = labels.get(TESTBED_LABEL), labels.get(JOB_LABEL)
     if labels.get(ROLE_LABEL) != ROLE_EXECUTOR or not testbed or not job:
         return None
-    uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
-    return _Executor((pod.metadata.namespace, testbed), job, uid)
+    return _Executor((pod.metadata.namespace, testbed), job, pod_key(pod), pod.metadata.name)
 
 
 def _meta_victims(args: ExtenderPreemptionArgs) -> dict[str, MetaVictims]:

@@ -73,6 +73,8 @@ async def _stop(memo: kopf.Memo, **_: Any) -> None:
 
 
 # --- caches ------------------------------------------------------------------------------------------
+# An index handler answers {} when an object no longer belongs in the index: kopf keeps an object's earlier
+# entries when a handler returns None, so a finished pod or an ended reservation would linger.
 
 
 @kopf.index("", "v1", "nodes")
@@ -83,21 +85,19 @@ def testbed_nodes(*, name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView
 @kopf.index("", "v1", "pods")
 def pods_on_nodes(
     *, namespace: str | None, spec: kopf.Spec, status: kopf.Status, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[str, tuple[TestbedKey | None, Resources]] | None:
+) -> dict[str, tuple[TestbedKey | None, Resources]]:
     """Per node, what each unfinished pod requests, and whose Testbed it belongs to (None: nobody's)."""
     node = spec.get("nodeName")
     if not node or status.get("phase") in ("Succeeded", "Failed"):
-        return None
+        return {}
     owner = (namespace or "", labels[TESTBED_LABEL]) if TESTBED_LABEL in labels else None
     return {node: (owner, pod_requests(body))}
 
 
 @kopf.index("", "v1", "pods", labels={TESTBED_LABEL: kopf.PRESENT})
-def testbed_pods(
-    *, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[TestbedKey, PodView] | None:
+def testbed_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[TestbedKey, PodView]:
     view = pod_view(body)
-    return None if view is None else {(namespace or "", labels[TESTBED_LABEL]): view}
+    return {} if view is None else {(namespace or "", labels[TESTBED_LABEL]): view}
 
 
 _RESERVING = (JobState.RESERVED.value, JobState.SUBMITTED.value, JobState.RUNNING.value)
@@ -106,17 +106,17 @@ _RESERVING = (JobState.RESERVED.value, JobState.SUBMITTED.value, JobState.RUNNIN
 @kopf.index("esi.tu-berlin.de", "v1alpha1", "schedulings")
 def reservations(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
-) -> dict[TestbedKey, tuple[Reservation, ...]] | None:
+) -> dict[TestbedKey, tuple[Reservation, ...]]:
     testbed = (spec.get("testbed") or {}).get("name")
     if not testbed:
-        return None
+        return {}
     held = [
         Reservation(name, job["name"], tuple(job.get("slots", [])))
         for job in status.get("jobs", [])
         if job.get("state") in _RESERVING and job.get("slots")
     ]
     # An index holds one value per key and object; several jobs of one Scheduling go in as a tuple.
-    return {(namespace or "", testbed): tuple(held)} if held else None
+    return {(namespace or "", testbed): tuple(held)} if held else {}
 
 
 # --- wake-ups ------------------------------------------------------------------------------------------

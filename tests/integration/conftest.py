@@ -15,8 +15,11 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.scheduling_v1 import PriorityClass
 
+from api.app import create_app
+from api.threaded import serve_in_thread
 from esi import priority
 from esi.crds import DEFINITIONS, crd
+from esi.slot_index import SlotIndex
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from tests.integration.kube import namespace_manifest, priority_class, wait_for
@@ -149,3 +152,13 @@ def priority_classes(client: Client, unique: str) -> Iterator[Callable[[Sequence
     yield create
     for name in created:
         client.delete(PriorityClass, name)
+
+
+@pytest.fixture
+def fed_extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
+    """esi's app on a free loopback port, its slot index following the cluster: (extender URL, the index)."""
+    index = SlotIndex()
+    app = create_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig))
+    # serve_in_thread raises if the app does not shut down (its index feed did not stop).
+    with serve_in_thread(app, lifespan="on") as url:
+        yield f"{url}/extender", index

@@ -8,17 +8,14 @@ The Testbed's status and ghosts are written by the test here (the Testbed reconc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from lightkube import Client, KubeConfig
+from lightkube import Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
-from api.app import create_app
 from api.index_feed import TestbedResource
-from api.threaded import serve_in_thread
 from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.slot_index import IndexedSlot, SlotIndex
 from esi.testbed import SlotState
@@ -27,16 +24,6 @@ from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import get_or_none, pod, running_on, wait_for
 from tests.integration.test_extender_placement import two_full_nodes
-
-
-@pytest.fixture
-def fed_extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
-    """esi's app on a free loopback port, its slot index following the cluster: (extender URL, the index)."""
-    index = SlotIndex()
-    app = create_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig))
-    # serve_in_thread raises if the app does not shut down (its index feed did not stop).
-    with serve_in_thread(app, lifespan="on") as url:
-        yield f"{url}/extender", index
 
 
 def executor(name: str, namespace: str, unique: str, scheduler: SecondScheduler) -> Any:

@@ -168,3 +168,26 @@ def test_concurrent_requests_never_share_a_slot() -> None:
     given_out = [h for h in held if h is not None]
     assert len(given_out) == 50
     assert len(set(given_out)) == 50
+
+
+def test_a_new_binding_is_handed_out_once_for_recording() -> None:
+    slots = index()
+    slots.filter(filter_args(executor("e1")))
+    slots.filter(filter_args(executor("e1")))
+
+    assert slots.take_unrecorded("uid-e1") == ("ns", "e1", 1)
+    assert slots.take_unrecorded("uid-e1") is None
+    assert slots.take_unrecorded("uid-unknown") is None
+
+
+def test_recorded_bindings_are_restored_and_respected() -> None:
+    # An extender that restarted learns e1's slot from its label before e1 asks again.
+    slots = index()
+    assert slots.restore("uid-e1", "ns", "tb", 4)
+
+    assert slots.filter(filter_args(executor("e1"))).node_names == ["n1"]
+    assert slots.slot_of("uid-e1") == ("ns", "tb", 4)
+    assert slots.take_unrecorded("uid-e1") is None, "a restored binding is already recorded"
+    assert slots.filter(filter_args(executor("e2"))).node_names == ["n1"]
+    assert slots.slot_of("uid-e2") == ("ns", "tb", 1)
+    assert not slots.restore("uid-e3", "ns", "tb", 4), "a slot another pod holds is not taken over"

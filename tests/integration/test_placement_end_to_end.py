@@ -1,0 +1,123 @@
+"""Placement for real: the Testbed reconciler keeps ghosts, a Scheduling's status reserves a slot, the
+extender (following the cluster by watches) steers the real second kube-scheduler, and the executor takes
+exactly its slot — evicting only that slot's ghost — and gives it back to a new ghost when it ends."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
+
+from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.slot_index import SlotIndex
+from esi.testbed import SlotState
+from infra.local_cluster import LocalCluster
+from infra.second_scheduler import SecondScheduler
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import get_or_none, pod, running_on, wait_for
+from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of
+from tests.manifests import scheduling_manifest, testbed_manifest
+
+
+def create(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
+
+
+def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
+    """What the Scheduling reconciler records when it decides (or sees a job finish)."""
+    status = {"status": {"state": "Running", "jobs": jobs}}
+    cluster.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "scheduling",
+        "sched",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+
+
+def uids(client: Client, namespace: str, names: list[str]) -> dict[str, str]:
+    return {n: str(client.get(Pod, n, namespace=namespace).metadata.uid) for n in names}  # type: ignore[union-attr]
+
+
+def slot(cluster: LocalCluster, namespace: str, slot_id: int) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in status_of(cluster, namespace)["slots"] if s["id"] == slot_id)
+    return found
+
+
+def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
+    esi_operators: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    fed_extender: tuple[str, SlotIndex],
+) -> None:
+    url, index = fed_extender
+    label = f"esi.test/slots-{unique}"
+    node_0, node_1 = (add_nodes(1, cpu="2500m", labels={label: str(i)})[0] for i in range(2))
+    client.create(pod("foreign", namespace, cpu="500m", node_name=node_1))
+    create(
+        esi_operators,
+        namespace,
+        testbed_manifest(nodeLabel=label, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
+        | {"metadata": {"name": "tb"}},
+    )
+    wait_for("testbed tb Ready with 4 slots", settled(esi_operators, namespace, 4), timeout=60)
+    ghosts = wait_for("four ghosts", ghosts_when(client, namespace, 4), timeout=60)
+    assert ghosts == {0: node_0, 1: node_1, 2: node_0, 3: node_1}
+    before = uids(client, namespace, ["tb-ghost-0", "tb-ghost-2", "tb-ghost-3", "foreign"])
+
+    # The Scheduling decides: job wordcount gets slot 1 (node 1), and records it in its status.
+    create(esi_operators, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wordcount"}]))
+    set_scheduling_status(
+        esi_operators, namespace, [{"name": "wordcount", "state": "Reserved", "executors": 1, "slots": [1]}]
+    )
+    wait_for("slot 1 reserved", lambda: slot(esi_operators, namespace, 1)["state"] == "Reserved", timeout=30)
+    wait_for(
+        "the extender to see the reservation",
+        lambda: any(s.id == 1 and s.state == SlotState.RESERVED for s in index.slots(namespace, "tb") or ()),
+        timeout=30,
+    )
+
+    scheduler = second_scheduler(url)
+    executor = pod(
+        "wordcount-exec-1",
+        namespace,
+        cpu="1",
+        memory="1Gi",
+        scheduler=scheduler.settings.scheduler_name,
+        priority_class_name=EXECUTOR_PRIORITY_CLASS,
+        node_selector={"esi.test/pool": unique},
+    )
+    executor.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
+    client.create(executor)
+
+    assert wait_for("the executor to run", running_on(client, "wordcount-exec-1", namespace), timeout=90) == node_1
+    occupied = wait_for(
+        "slot 1 occupied", lambda: (s := slot(esi_operators, namespace, 1))["state"] == "Occupied" and s, timeout=30
+    )
+    assert (occupied["job"], occupied["pod"], occupied["nodeName"]) == ("wordcount", "wordcount-exec-1", node_1)
+    placed = client.get(Pod, "wordcount-exec-1", namespace=namespace)
+    assert placed.metadata is not None
+    assert placed.metadata.labels is not None
+    assert placed.metadata.labels[SLOT_LABEL] == "1", "the extender records the slot on the pod"
+    assert get_or_none(client, Pod, "tb-ghost-1", namespace) is None, "slot 1's ghost must be gone, not back"
+    assert uids(client, namespace, list(before)) == before, "other ghosts and the foreign pod are untouched"
+    assert status_of(esi_operators, namespace)["state"] == "InUse"
+
+    # The executor ends and the Scheduling records the job as done: the slot is free again, with a new ghost.
+    client.delete(Pod, "wordcount-exec-1", namespace=namespace)
+    set_scheduling_status(
+        esi_operators, namespace, [{"name": "wordcount", "state": "Succeeded", "executors": 1, "slots": [1]}]
+    )
+    wait_for("testbed tb Ready again", settled(esi_operators, namespace, 4), timeout=60)
+    assert wait_for("four ghosts again", ghosts_when(client, namespace, 4), timeout=60)[1] == node_1
+    assert slot(esi_operators, namespace, 1)["state"] == "Free"
