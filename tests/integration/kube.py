@@ -10,6 +10,8 @@ from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
+from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+
 T = TypeVar("T")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: KWOK runs no containers
 
@@ -87,3 +89,20 @@ def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | 
         return None
 
     return probe
+
+
+def executor_pod(
+    name: str, namespace: str, *, pool: str, scheduler: str, job: str = "wordcount", testbed: str = "tb"
+) -> Any:
+    """An executor of ``job`` in ``testbed`` for esi's second scheduler, one slot's size (1 cpu, 1Gi)."""
+    manifest = pod(
+        name,
+        namespace,
+        cpu="1",
+        memory="1Gi",
+        scheduler=scheduler,
+        priority_class_name=EXECUTOR_PRIORITY_CLASS,
+        node_selector={"esi.test/pool": pool},
+    )
+    manifest.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
+    return manifest

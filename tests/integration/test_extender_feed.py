@@ -9,35 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from lightkube import Client
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from api.index_feed import TestbedResource
-from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.slot_index import IndexedSlot, SlotIndex
 from esi.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, pod, running_on, wait_for
+from tests.integration.kube import executor_pod, get_or_none, running_on, wait_for
 from tests.integration.test_extender_placement import two_full_nodes
-
-
-def executor(name: str, namespace: str, unique: str, scheduler: SecondScheduler) -> Any:
-    manifest = pod(
-        name,
-        namespace,
-        cpu="1",
-        memory="1Gi",
-        scheduler=scheduler.settings.scheduler_name,
-        priority_class_name=EXECUTOR_PRIORITY_CLASS,
-        node_selector={"esi.test/pool": unique},
-    )
-    manifest.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
-    return manifest
 
 
 def uid_of(client: Client, name: str, namespace: str) -> str:
@@ -88,7 +72,7 @@ def test_the_extender_follows_testbeds_and_pods(
 
     # Left alone, the scheduler would evict the younger ghost of node B (slot 3's): the index says slot 1's.
     scheduler = second_scheduler(url)
-    client.create(executor("exec-1", namespace, unique, scheduler))
+    client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
     node = wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=90)
 
     assert node == node_b
@@ -104,7 +88,7 @@ def test_the_extender_follows_testbeds_and_pods(
     client.delete(Pod, "exec-1", namespace=namespace)
 
     wait_for("the index to forget the deleted executor", lambda: index.slot_of(first) is None)
-    client.create(executor("exec-2", namespace, unique, scheduler))
+    client.create(executor_pod("exec-2", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
     node = wait_for("the next executor to run", running_on(client, "exec-2", namespace), timeout=90)
     assert node == node_b
     assert index.slot_of(uid_of(client, "exec-2", namespace)) == (namespace, "tb", 1)

@@ -16,10 +16,7 @@ from lightkube.resources.core_v1 import Pod
 from api.app import create_app
 from api.threaded import serve_in_thread
 from esi.names import (
-    EXECUTOR_PRIORITY_CLASS,
     GHOST_PRIORITY_CLASS,
-    JOB_LABEL,
-    ROLE_EXECUTOR,
     ROLE_GHOST,
     ROLE_LABEL,
     SLOT_LABEL,
@@ -30,7 +27,7 @@ from esi.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, pod, running_on, wait_for
+from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
 
 
 @pytest.fixture
@@ -91,17 +88,7 @@ def test_an_executor_takes_exactly_its_slot(
     )
 
     scheduler = second_scheduler(url)
-    executor = pod(
-        "exec-1",
-        namespace,
-        cpu="1",
-        memory="1Gi",
-        scheduler=scheduler.settings.scheduler_name,
-        priority_class_name=EXECUTOR_PRIORITY_CLASS,
-        node_selector={"esi.test/pool": unique},
-    )
-    executor.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
-    client.create(executor)
+    client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
 
     node = wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=90)
 

@@ -11,13 +11,13 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.names import SLOT_LABEL
 from esi.slot_index import SlotIndex
 from esi.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, pod, running_on, wait_for
+from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
 from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of
 from tests.manifests import scheduling_manifest, testbed_manifest
 
@@ -88,17 +88,7 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     )
 
     scheduler = second_scheduler(url)
-    executor = pod(
-        "wordcount-exec-1",
-        namespace,
-        cpu="1",
-        memory="1Gi",
-        scheduler=scheduler.settings.scheduler_name,
-        priority_class_name=EXECUTOR_PRIORITY_CLASS,
-        node_selector={"esi.test/pool": unique},
-    )
-    executor.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
-    client.create(executor)
+    client.create(executor_pod("wordcount-exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
 
     assert wait_for("the executor to run", running_on(client, "wordcount-exec-1", namespace), timeout=90) == node_1
     occupied = wait_for(
