@@ -445,8 +445,13 @@ def _unfit_ghost(ghost: PodView, places: Mapping[int, SlotPlace], size: Resource
 def _slot(place: SlotPlace, executors: Sequence[PodView], reservation: Reservation | None, ghost: str | None) -> Slot:
     job: str | None
     pod: str | None
-    if executors:
-        state, job, pod = SlotState.OCCUPIED, executors[0].job, executors[0].name
+    bound = [e for e in executors if e.node_name is not None]
+    if bound:
+        state, job, pod = SlotState.OCCUPIED, bound[0].job, bound[0].name
+    elif executors:
+        # An executor given the slot but not placed yet still needs the extender to name the slot's ghost:
+        # the slot stays Reserved, with its ghost, until the executor is bound there.
+        state, job, pod = SlotState.RESERVED, executors[0].job, ghost
     elif reservation is not None:
         state, job, pod = SlotState.RESERVED, reservation.job, ghost
     else:

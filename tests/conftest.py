@@ -62,7 +62,8 @@ def _cluster_of(session: str) -> LocalCluster:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive file lock: one pytest worker at a time does what the block does."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -94,7 +95,7 @@ def cluster(pytestconfig: pytest.Config) -> LocalCluster:
     session = os.environ[SESSION_ENV]
     directory = _session_dir(session)
     local = _cluster_of(session)
-    with _locked(directory / "create.lock"):
+    with locked(directory / "create.lock"):
         if not local.exists():
             owner = os.getppid() if not _is_controller(pytestconfig) else os.getpid()
             (directory / "owner.pid").write_text(str(owner))

@@ -22,6 +22,7 @@ from esi.crds import DEFINITIONS, crd
 from esi.slot_index import SlotIndex
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from tests.conftest import locked
 from tests.integration.kube import namespace_manifest, priority_class, wait_for
 
 
@@ -60,21 +61,29 @@ def esi_priority_classes(cluster: LocalCluster) -> LocalCluster:
 
 @pytest.fixture(scope="session")
 def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) -> LocalCluster:
-    """esi's reconcilers (``python -m operators``) running against the session's cluster."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    esi_crds.start_process(
-        "esi-operators",
-        [
-            sys.executable,
-            "-m",
-            "operators",
-            f"--kubeconfig={esi_crds.kubeconfig}",
-            f"--liveness=http://127.0.0.1:{port}/healthz",
-        ],
-    )
-    wait_for("the operators to report live", lambda: _live(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+    """esi's reconcilers (``python -m operators``) running against the session's cluster.
+
+    They watch the whole cluster, so all pytest workers share one process: the first starts it.
+    """
+    port_file = esi_crds.directory / "operators.port"
+    with locked(esi_crds.directory / "operators.lock"):
+        if not esi_crds.process_running("esi-operators"):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            esi_crds.start_process(
+                "esi-operators",
+                [
+                    sys.executable,
+                    "-m",
+                    "operators",
+                    f"--kubeconfig={esi_crds.kubeconfig}",
+                    f"--liveness=http://127.0.0.1:{port}/healthz",
+                ],
+            )
+            port_file.write_text(str(port))
+    url = f"http://127.0.0.1:{port_file.read_text()}/healthz"
+    wait_for("the operators to report live", lambda: _live(url), timeout=60)
     return esi_crds
 
 

@@ -103,8 +103,21 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     assert uids(client, namespace, list(before)) == before, "other ghosts and the foreign pod are untouched"
     assert status_of(esi_operators, namespace)["state"] == "InUse"
 
-    # The executor ends and the Scheduling records the job as done: the slot is free again, with a new ghost.
+    # The executor is replaced (its application restarted it): the new pod is given the same reserved slot.
+    first = str(placed.metadata.uid)
+    assert index.slot_of(first) == (namespace, "tb", 1)
     client.delete(Pod, "wordcount-exec-1", namespace=namespace)
+    wait_for("the extender to forget the deleted executor", lambda: index.slot_of(first) is None, timeout=30)
+    client.create(executor_pod("wordcount-exec-2", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
+    assert wait_for("the new executor to run", running_on(client, "wordcount-exec-2", namespace), timeout=90) == node_1
+    wait_for(
+        "slot 1 occupied by the new executor",
+        lambda: slot(esi_operators, namespace, 1).get("pod") == "wordcount-exec-2",
+        timeout=30,
+    )
+
+    # The executor ends and the Scheduling records the job as done: the slot is free again, with a new ghost.
+    client.delete(Pod, "wordcount-exec-2", namespace=namespace)
     set_scheduling_status(
         esi_operators, namespace, [{"name": "wordcount", "state": "Succeeded", "executors": 1, "slots": [1]}]
     )

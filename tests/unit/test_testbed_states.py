@@ -490,6 +490,27 @@ def test_a_reserved_slot_without_an_executor_is_in_use_not_an_error() -> None:
     assert decision.status.counts.reserved == 2
 
 
+def test_an_executor_given_a_slot_but_not_placed_keeps_the_slot_reserved_with_its_ghost() -> None:
+    # The extender recorded slot 1 on the executor before the scheduler evicted g1: the slot must still name
+    # g1 (the extender evicts it by that name), and no second ghost may be added.
+    reservation = Reservation("sched-a", "job-a", (1,))
+    waiting = executor("e1", None, 1, phase=PodPhase.PENDING)
+
+    decision = decide(NODES, [*SETTLED, waiting], reservations=[reservation])
+    placed = decide(
+        NODES,
+        [p for p in SETTLED if p.name != "g1"] + [replace(waiting, node_name=NODES[1].name)],
+        reservations=[reservation],
+    )
+
+    assert decision.actions == ()
+    assert [(s.state, s.job, s.pod) for s in decision.status.slots if s.id == 1] == [
+        (SlotState.RESERVED, "job-a", "g1")
+    ]
+    assert placed.actions == ()
+    assert [(s.state, s.pod) for s in placed.status.slots if s.id == 1] == [(SlotState.OCCUPIED, "e1")]
+
+
 def test_reserved_ids_survive_a_node_joining_in_front() -> None:
     world = World([node("b", "1")], reservations=[Reservation("sched-a", "job-a", (1,))])
     before = world.settle()
