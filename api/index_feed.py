@@ -8,7 +8,7 @@ Two streams, each a LIST followed by a WATCH from the list's resourceVersion, cl
 
 Three layers, so that everything but the network is tested without a cluster:
 
-* ``indexed_slots`` — pure: a slot table and a Testbed's ghost pods → the index's slots;
+* ``esi.slot_index.indexed_slots`` — pure: a slot table and a Testbed's ghost pods → the index's slots;
 * ``IndexView`` — plain, synchronous: what has been seen so far; writes every change through to the index;
 * ``IndexFeed`` — the async shell: list, watch, relist after ``410 Gone`` at once and after any other error
   with capped exponential backoff; it never gives up and never lets an error out of its task.
@@ -37,10 +37,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from esi.meta import GROUP, VERSION
 from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import IndexedSlot, SlotIndex
+from esi.slot_index import SlotIndex, indexed_slots
 from esi.testbed import Slot
 
-__all__ = ["IndexFeed", "IndexView", "TestbedResource", "feeding", "indexed_slots", "status_slots"]
+__all__ = ["IndexFeed", "IndexView", "TestbedResource", "feeding", "status_slots"]
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +51,6 @@ FINISHED_PHASES: Final = frozenset({"Succeeded", "Failed"})
 LIST_CHUNK: Final = 500
 _SLOTS: Final = TypeAdapter(tuple[Slot, ...])
 _ESI_PODS: Final[LabelSelector] = {TESTBED_LABEL: exists(), ROLE_LABEL: in_([ROLE_GHOST, ROLE_EXECUTOR])}
-
-
-def indexed_slots(slots: Iterable[Slot], ghost_uids: Mapping[str, str]) -> list[IndexedSlot]:
-    """The index's slots of one Testbed: its published slot table joined with its ghost pods.
-
-    ``ghost_uids`` maps the names of the Testbed's ghost pods to their UIDs. A slot naming a pod that is no
-    known ghost — an executor (an occupied slot), a ghost not seen yet or already gone — has no ghost to evict.
-    """
-    return [
-        IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=ghost_uids.get(slot.pod or ""))
-        for slot in slots
-    ]
 
 
 def status_slots(status: Mapping[str, Any] | None) -> tuple[Slot, ...]:

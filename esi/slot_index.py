@@ -20,7 +20,7 @@ node as *unresolvable*, so the scheduler does not evict anything for it in vain.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from esi.extender import (
@@ -33,9 +33,9 @@ from esi.extender import (
     SchedulingPod,
 )
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from esi.testbed import SlotState
+from esi.testbed import Slot, SlotState
 
-__all__ = ["IndexedSlot", "SlotIndex", "pod_key"]
+__all__ = ["IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -167,6 +167,18 @@ class SlotIndex:
         bound = self._slot_of.pop(uid, None)
         if bound is not None:
             self._pod_in.pop(bound, None)
+
+
+def indexed_slots(slots: Iterable[Slot], ghost_uids: Mapping[str, str]) -> list[IndexedSlot]:
+    """The index's slots of one Testbed: its published slot table joined with its ghost pods.
+
+    ``ghost_uids`` maps the names of the Testbed's ghost pods to their UIDs. A slot naming a pod that is no
+    known ghost — an executor (an occupied slot), a ghost not seen yet or already gone — has no ghost to evict.
+    """
+    return [
+        IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=ghost_uids.get(slot.pod or ""))
+        for slot in slots
+    ]
 
 
 def pod_key(pod: SchedulingPod) -> str:
