@@ -37,7 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from esi.meta import GROUP, VERSION
 from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import SlotIndex, indexed_slots
+from esi.slot_index import GhostPod, SlotIndex, indexed_slots
 from esi.testbed import Slot
 
 __all__ = ["IndexFeed", "IndexView", "TestbedResource", "feeding", "status_slots"]
@@ -67,7 +67,7 @@ class IndexView:
     def __init__(self, index: SlotIndex) -> None:
         self._index = index
         self._testbeds: dict[TestbedKey, tuple[Slot, ...] | None] = {}  # None: a status esi cannot read
-        self._ghosts: dict[TestbedKey, dict[str, str]] = {}  # ghost pod name -> uid, per Testbed
+        self._ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}  # by ghost pod name, per Testbed
 
     # --- Testbeds ---------------------------------------------------------------------------------------
 
@@ -98,8 +98,8 @@ class IndexView:
         if facts is None:
             return
         key, name, uid, role, phase = facts
-        if role == ROLE_GHOST and self._ghosts.get(key, {}).get(name) != uid:
-            self._ghosts.setdefault(key, {})[name] = uid
+        if role == ROLE_GHOST and self._ghosts.get(key, {}).get(name) != (ghost := _ghost(pod, uid)):
+            self._ghosts.setdefault(key, {})[name] = ghost
             self._publish(key)
         elif role == ROLE_EXECUTOR and phase in FINISHED_PHASES:
             self._index.forget_pod(uid)
@@ -112,7 +112,8 @@ class IndexView:
             return
         key, name, uid, role, _ = facts
         ghosts = self._ghosts.get(key, {})
-        if role == ROLE_GHOST and ghosts.get(name) == uid:  # not a newer ghost of the same name
+        known = ghosts.get(name)
+        if role == ROLE_GHOST and known is not None and known.uid == uid:  # not a newer ghost of the same name
             del ghosts[name]
             if not ghosts:
                 del self._ghosts[key]
@@ -125,7 +126,7 @@ class IndexView:
 
         Those pods existed when the list was taken, so one of them that is not listed unfinished has ended.
         """
-        ghosts: dict[TestbedKey, dict[str, str]] = {}
+        ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}
         running: set[str] = set()
         for pod in pods:
             facts = _pod_facts(pod)
@@ -133,7 +134,7 @@ class IndexView:
                 continue
             key, name, uid, role, phase = facts
             if role == ROLE_GHOST:
-                ghosts.setdefault(key, {})[name] = uid
+                ghosts.setdefault(key, {})[name] = _ghost(pod, uid)
             elif phase not in FINISHED_PHASES:
                 running.add(uid)
                 self._restore(pod, key, uid)
@@ -172,6 +173,11 @@ def _readable_slots(key: TestbedKey, status: Mapping[str, Any] | None) -> tuple[
     except ValidationError as err:
         log.warning("testbed %s/%s: its status holds no readable slot table, no executor gets a slot: %s", *key, err)
         return None
+
+
+def _ghost(pod: Pod, uid: str) -> GhostPod:
+    slot = ((pod.metadata.labels or {}) if pod.metadata else {}).get(SLOT_LABEL, "")
+    return GhostPod(uid, int(slot) if slot.isdigit() else None, pod.spec.nodeName if pod.spec else None)
 
 
 def _pod_facts(pod: Pod) -> tuple[TestbedKey, str, str, str, str | None] | None:

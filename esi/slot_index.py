@@ -35,7 +35,7 @@ from esi.extender import (
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.testbed import Slot, SlotState
 
-__all__ = ["IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
+__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -169,16 +169,32 @@ class SlotIndex:
             self._pod_in.pop(bound, None)
 
 
-def indexed_slots(slots: Iterable[Slot], ghost_uids: Mapping[str, str]) -> list[IndexedSlot]:
-    """The index's slots of one Testbed: its published slot table joined with its ghost pods.
+@dataclass(frozen=True)
+class GhostPod:
+    """A ghost pod as the extender sees it: its UID and the slot and node it says it holds."""
 
-    ``ghost_uids`` maps the names of the Testbed's ghost pods to their UIDs. A slot naming a pod that is no
-    known ghost — an executor (an occupied slot), a ghost not seen yet or already gone — has no ghost to evict.
+    uid: str
+    slot: int | None
+    node_name: str | None
+
+
+def indexed_slots(slots: Iterable[Slot], ghosts: Mapping[str, GhostPod]) -> list[IndexedSlot]:
+    """The index's slots of one Testbed: its published slot table joined with its ghost pods (by name).
+
+    A slot's ghost is the ghost pod the slot names or, when the table does not name one yet (a ghost just
+    put back, the Testbed's status not caught up), the ghost pod labelled with that slot on that node: the
+    extender must be able to name the victim as soon as the ghost exists, because a scheduler told "no
+    victim" leaves the executor waiting for minutes. An occupied slot has no ghost to evict.
     """
-    return [
-        IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=ghost_uids.get(slot.pod or ""))
-        for slot in slots
-    ]
+    by_slot = {(g.slot, g.node_name): g.uid for g in ghosts.values() if g.slot is not None}
+    indexed = []
+    for slot in slots:
+        named = ghosts.get(slot.pod or "")
+        uid = named.uid if named is not None else None
+        if uid is None and slot.state != SlotState.OCCUPIED:
+            uid = by_slot.get((slot.id, slot.node_name))
+        indexed.append(IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=uid))
+    return indexed
 
 
 def pod_key(pod: SchedulingPod) -> str:

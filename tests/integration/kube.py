@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -11,6 +12,8 @@ from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
 from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from infra.local_cluster import LocalCluster
+from tests.manifests import testbed_manifest
 
 T = TypeVar("T")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: KWOK runs no containers
@@ -106,3 +109,16 @@ def executor_pod(
     )
     manifest.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
     return manifest
+
+
+def create_in(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
+    """``kubectl create`` of one manifest: what the API server says is what the test sees."""
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
+
+
+def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_node: int = 2) -> None:
+    """Testbed ``tb`` over the nodes labelled ``label``, with slots of 1 cpu and 1Gi."""
+    manifest = testbed_manifest(
+        nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot={"cpu": "1", "memory": "1Gi"}
+    )
+    create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})

@@ -4,22 +4,18 @@ too), and the API server itself rejects each invalid manifest with a message nam
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from infra.local_cluster import ClusterError, LocalCluster
+from tests.integration.kube import create_in
 from tests.manifests import INVALID, VALID, Invalid, testbed_manifest
-
-
-def create(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
-    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
 
 
 def test_valid_manifests_are_accepted_and_listed_under_the_esi_category(esi_crds: LocalCluster, namespace: str) -> None:
     for i, manifest in enumerate(VALID.values()):
         named = {**manifest, "metadata": {"name": f"valid-{i}"}}
-        create(esi_crds, namespace, named)
+        create_in(esi_crds, namespace, named)
 
     listed = esi_crds.kubectl("get", "esi", "-n", namespace, "-o", "json")
     kinds = sorted({item["kind"] for item in json.loads(listed)["items"]})
@@ -34,7 +30,7 @@ def test_the_api_server_rejects_invalid_manifests_naming_the_field(
     esi_crds: LocalCluster, namespace: str, case: Invalid
 ) -> None:
     with pytest.raises(ClusterError) as refused:
-        create(esi_crds, namespace, case.manifest)
+        create_in(esi_crds, namespace, case.manifest)
 
     message = str(refused.value)
     # Field errors read "spec.x: Invalid value: ..."; unknown fields (kubectl asks for strict decoding)
@@ -45,7 +41,7 @@ def test_the_api_server_rejects_invalid_manifests_naming_the_field(
 
 
 def test_status_is_a_subresource_shown_in_the_printer_columns(esi_crds: LocalCluster, namespace: str) -> None:
-    create(esi_crds, namespace, testbed_manifest())
+    create_in(esi_crds, namespace, testbed_manifest())
     status = {"status": {"state": "Ready", "counts": {"nodes": 2, "slots": 4, "free": 4}}}
 
     esi_crds.kubectl("patch", "-n", namespace, "testbed", "profiler-testbed", "--subresource=status", "--type=merge",

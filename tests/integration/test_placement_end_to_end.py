@@ -18,13 +18,9 @@ from esi.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
+from tests.integration.kube import create_in, create_testbed, executor_pod, get_or_none, pod, running_on, wait_for
 from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of
-from tests.manifests import scheduling_manifest, testbed_manifest
-
-
-def create(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
-    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
+from tests.manifests import scheduling_manifest
 
 
 def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
@@ -65,19 +61,14 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     label = f"esi.test/slots-{unique}"
     node_0, node_1 = (add_nodes(1, cpu="2500m", labels={label: str(i)})[0] for i in range(2))
     client.create(pod("foreign", namespace, cpu="500m", node_name=node_1))
-    create(
-        esi_operators,
-        namespace,
-        testbed_manifest(nodeLabel=label, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
-        | {"metadata": {"name": "tb"}},
-    )
+    create_testbed(esi_operators, namespace, label)
     wait_for("testbed tb Ready with 4 slots", settled(esi_operators, namespace, 4), timeout=60)
     ghosts = wait_for("four ghosts", ghosts_when(client, namespace, 4), timeout=60)
     assert ghosts == {0: node_0, 1: node_1, 2: node_0, 3: node_1}
     before = uids(client, namespace, ["tb-ghost-0", "tb-ghost-2", "tb-ghost-3", "foreign"])
 
     # The Scheduling decides: job wordcount gets slot 1 (node 1), and records it in its status.
-    create(esi_operators, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wordcount"}]))
+    create_in(esi_operators, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wordcount"}]))
     set_scheduling_status(
         esi_operators, namespace, [{"name": "wordcount", "state": "Reserved", "executors": 1, "slots": [1]}]
     )
@@ -140,15 +131,10 @@ def test_a_hundred_executors_over_25_nodes_each_take_their_own_slot(
     url, index = fed_extender
     label = f"esi.test/slots-{unique}"
     nodes = [add_nodes(1, cpu="4", memory="4Gi", labels={label: str(i)})[0] for i in range(25)]
-    create(
-        esi_operators,
-        namespace,
-        testbed_manifest(nodeLabel=label, slotsPerNode=4, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
-        | {"metadata": {"name": "tb"}},
-    )
+    create_testbed(esi_operators, namespace, label, slots_per_node=4)
     wait_for("100 slots with their ghosts", settled(esi_operators, namespace, 100), timeout=120)
     # Job k gets the four slots of node k (ids interleave: node k holds k, k+25, k+50, k+75).
-    create(
+    create_in(
         esi_operators,
         namespace,
         scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": f"job-{k}"} for k in range(25)]),

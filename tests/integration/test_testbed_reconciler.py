@@ -12,8 +12,7 @@ from lightkube.resources.core_v1 import Pod
 from esi.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import wait_for
-from tests.manifests import testbed_manifest
+from tests.integration.kube import create_testbed, wait_for
 
 
 def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
@@ -56,17 +55,7 @@ def test_two_labelled_nodes_with_two_slots_get_four_interleaved_ghosts(
     label = f"esi.test/slots-{unique}"
     (first,) = add_nodes(1, cpu="4", labels={label: "1"})
     (second,) = add_nodes(1, cpu="4", labels={label: "0"})
-    esi_operators.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input_text=json.dumps(
-            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
-            | {"metadata": {"name": "tb"}}
-        ),
-    )
+    create_testbed(esi_operators, namespace, label)
 
     status = wait_for("testbed tb to be Ready with 4 slots", settled(esi_operators, namespace, 4), timeout=60)
 
@@ -89,17 +78,7 @@ def test_labelling_nodes_grows_and_shrinks_the_testbed(
 ) -> None:
     label = f"esi.test/slots-{unique}"
     nodes = add_nodes(4, cpu="4")
-    esi_operators.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input_text=json.dumps(
-            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
-            | {"metadata": {"name": "tb"}}
-        ),
-    )
+    create_testbed(esi_operators, namespace, label)
     wait_for("an empty testbed", settled(esi_operators, namespace, 0), timeout=60)
 
     for labelled, expected in ((1, 2), (2, 4), (4, 8)):
@@ -120,17 +99,7 @@ def test_a_node_without_room_for_its_slots_is_reported_not_filled(
 ) -> None:
     label = f"esi.test/slots-{unique}"
     (small,) = add_nodes(1, cpu="1500m", labels={label: "0"})
-    esi_operators.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input_text=json.dumps(
-            testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
-            | {"metadata": {"name": "tb"}}
-        ),
-    )
+    create_testbed(esi_operators, namespace, label)
 
     status = wait_for("a degraded testbed", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from api.index_feed import IndexFeed, IndexView, TestbedResource, status_slots
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import IndexedSlot, SlotIndex, indexed_slots
+from esi.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
 from esi.testbed import Slot, SlotState
 from tests.unit.test_slot_index import executor, filter_args
 
@@ -61,7 +61,7 @@ def gives(index: SlotIndex, pod: str) -> int | None:
 # --- the pure join --------------------------------------------------------------------------------------
 
 
-def test_each_slot_gets_the_uid_of_the_ghost_it_names() -> None:
+def test_each_slot_gets_the_uid_of_its_ghost() -> None:
     table = [
         Slot.model_validate(s)
         for s in [
@@ -69,16 +69,26 @@ def test_each_slot_gets_the_uid_of_the_ghost_it_names() -> None:
             slot(1, "n1", "Reserved", "j", "g-1"),
             slot(2, "n0", "Occupied", "k", "exec-k-1"),  # an executor, not a ghost: nothing to evict
             slot(3, "n1", "Reserved", "j", "g-3"),  # its ghost is not known (yet)
-            slot(4, "n0"),
+            slot(4, "n0"),  # the table names no ghost yet, but the ghost pod labelled slot 4 on n0 exists
+            slot(5, "n1"),  # a ghost labelled slot 5 exists, but on another node: not this slot's
         ]
     ]
+    ghosts = {
+        "g-0": GhostPod("u0", 0, "n0"),
+        "g-1": GhostPod("u1", 1, "n1"),
+        "g-9": GhostPod("u9", 9, "n1"),
+        "g-4": GhostPod("u4", 4, "n0"),
+        "g-5": GhostPod("u5", 5, "n0"),
+        "g-2": GhostPod("u2", 2, "n0"),  # an old ghost of the occupied slot: never its victim
+    }
 
-    assert indexed_slots(table, {"g-0": "u0", "g-1": "u1", "g-9": "u9"}) == [
+    assert indexed_slots(table, ghosts) == [
         IndexedSlot(0, "n0", SlotState.FREE, ghost_uid="u0"),
         IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="u1"),
         IndexedSlot(2, "n0", SlotState.OCCUPIED, job="k"),
         IndexedSlot(3, "n1", SlotState.RESERVED, job="j"),
-        IndexedSlot(4, "n0", SlotState.FREE),
+        IndexedSlot(4, "n0", SlotState.FREE, ghost_uid="u4"),
+        IndexedSlot(5, "n1", SlotState.FREE),
     ]
 
 
