@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up down status tools venv test unit integration lint typecheck format crds bench scale
+.PHONY: help up down status tools venv test unit integration lint typecheck format crds bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,9 +59,6 @@ format: venv ## apply ruff's formatting and safe fixes
 
 crds: venv ## regenerate crds/ from the models in esi/
 	$(BIN)/python -m infra.crds
-
-scale: tools venv ## the opt-in placement test at scale (100 executors over 25 nodes; minutes)
-	$(BIN)/pytest tests/integration -m scale $(PYTEST_ARGS)
 
 bench: venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender

@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
@@ -118,7 +117,6 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     assert slot(esi_operators, namespace, 1)["state"] == "Free"
 
 
-@pytest.mark.scale  # opt-in: passed once in ~190 s, timed out twice at 300 s; throughput is open (issue 4)
 def test_a_hundred_executors_over_25_nodes_each_take_their_own_slot(
     esi_operators: LocalCluster,
     client: Client,
