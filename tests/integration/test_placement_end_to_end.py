@@ -11,7 +11,7 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.slot_index import SlotIndex
 from esi.testbed import SlotState
 from infra.local_cluster import LocalCluster
@@ -19,7 +19,7 @@ from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, executor_pod, get_or_none, pod, running_on, wait_for
 from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of
-from tests.manifests import scheduling_manifest
+from tests.manifests import scheduling_manifest, testbed_manifest
 
 
 def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
@@ -182,3 +182,95 @@ def test_a_hundred_executors_over_25_nodes_each_take_their_own_slot(
     )
     by_pod = {s["pod"]: s["id"] for s in table["slots"]}
     assert {e.metadata.name: int(e.metadata.labels[SLOT_LABEL]) for e in running} == by_pod
+
+
+def test_two_testbeds_one_with_room_one_needing_preemption(
+    esi_operators: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    fed_extender: tuple[str, SlotIndex],
+) -> None:
+    url, index = fed_extender
+    # Testbed "roomy": one 1-cpu slot on each of two 2-cpu nodes (room beside the ghost). Testbed "tight":
+    # two 1-cpu slots on one 2-cpu node (full with its ghosts), so its executors must evict ghosts.
+    roomy, tight = f"esi.test/roomy-{unique}", f"esi.test/tight-{unique}"
+    roomy_nodes = [add_nodes(1, cpu="2", labels={roomy: str(i)})[0] for i in range(2)]
+    (tight_node,) = add_nodes(1, cpu="2", labels={tight: "0"})
+    size = {"cpu": "1", "memory": "1Gi"}
+    for name, label, per_node in (("roomy", roomy, 1), ("tight", tight, 2)):
+        create_in(
+            esi_operators,
+            namespace,
+            testbed_manifest(nodeLabel=label, slotsPerNode=per_node, resourcesPerSlot=size)
+            | {"metadata": {"name": name}},
+        )
+    wait_for("testbed roomy Ready", lambda: _ready(esi_operators, namespace, "roomy", 2), timeout=60)
+    wait_for("testbed tight Ready", lambda: _ready(esi_operators, namespace, "tight", 2), timeout=60)
+    for name, testbed, jobs in (("s-roomy", "roomy", [("x", [1])]), ("s-tight", "tight", [("y", [0, 1])])):
+        create_in(
+            esi_operators,
+            namespace,
+            scheduling_manifest(testbed={"name": testbed}, queueBased=[{"name": job} for job, _ in jobs])
+            | {"metadata": {"name": name}},
+        )
+        status = {
+            "status": {
+                "state": "Running",
+                "jobs": [{"name": job, "state": "Reserved", "executors": len(ids), "slots": ids} for job, ids in jobs],
+            }
+        }
+        esi_operators.kubectl(
+            "patch",
+            "-n",
+            namespace,
+            "scheduling",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(status),
+        )
+    wait_for(
+        "the extender to see both reservations",
+        lambda: (
+            sum(s.state == SlotState.RESERVED for t in ("roomy", "tight") for s in index.slots(namespace, t) or ()) == 3
+        ),
+        timeout=60,
+    )
+
+    scheduler = second_scheduler(url)
+    client.create(
+        executor_pod(
+            "x-0", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name, job="x", testbed="roomy"
+        )
+    )
+    for e in range(2):
+        client.create(
+            executor_pod(
+                f"y-{e}", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name, job="y", testbed="tight"
+            )
+        )
+
+    assert wait_for("x-0 to run", running_on(client, "x-0", namespace), timeout=90) == roomy_nodes[1]
+    for e in range(2):
+        assert wait_for(f"y-{e} to run", running_on(client, f"y-{e}", namespace), timeout=90) == tight_node
+
+    def ends_as(name: str, ghosts: int, occupied: int) -> bool:
+        status = status_of(esi_operators, namespace, name)
+        own = [
+            p
+            for p in client.list(Pod, namespace=namespace, labels={TESTBED_LABEL: name, ROLE_LABEL: "ghost"})
+            if p.metadata is not None and p.metadata.deletionTimestamp is None
+        ]
+        return status.get("counts", {}).get("occupied") == occupied and len(own) == ghosts
+
+    wait_for("roomy: one ghost, one executor", lambda: ends_as("roomy", 1, 1), timeout=60)
+    wait_for("tight: no ghost, two executors", lambda: ends_as("tight", 0, 2), timeout=60)
+
+
+def _ready(cluster: LocalCluster, namespace: str, name: str, slots: int) -> bool:
+    status = status_of(cluster, namespace, name)
+    return status.get("state") == "Ready" and status.get("counts", {}).get("slots") == slots
