@@ -60,5 +60,6 @@ format: venv ## apply ruff's formatting and safe fixes
 crds: venv ## regenerate crds/ from the models in esi/
 	$(BIN)/python -m infra.crds
 
-bench: venv ## run the benchmarks; they print figures (nothing is asserted)
+bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender
+	$(BIN)/python -m bench.ghosts
