@@ -29,25 +29,24 @@ from typing import Any, Final
 import httpx2
 from lightkube import ALL_NS, ApiError, AsyncClient, KubeConfig
 from lightkube.core.client import LabelSelector
-from lightkube.generic_resource import GenericNamespacedResource, create_namespaced_resource
+from lightkube.generic_resource import GenericNamespacedResource
 from lightkube.operators import exists, in_
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 from pydantic import TypeAdapter, ValidationError
 
-from esi.meta import GROUP, VERSION
 from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.slot_index import GhostPod, SlotIndex, indexed_slots
 from esi.testbed import Slot
+from esi.testbed_states import FINISHED_PHASES
+from kube import TestbedResource
 
-__all__ = ["IndexFeed", "IndexView", "TestbedResource", "feeding", "status_slots"]
+__all__ = ["IndexFeed", "IndexView", "feeding", "status_slots"]
 
 log = logging.getLogger(__name__)
 
-TestbedResource = create_namespaced_resource(GROUP, VERSION, "Testbed", "testbeds")
 TestbedKey = tuple[str, str]  # (namespace, name)
 
-FINISHED_PHASES: Final = frozenset({"Succeeded", "Failed"})
 LIST_CHUNK: Final = 500
 _SLOTS: Final = TypeAdapter(tuple[Slot, ...])
 _ESI_PODS: Final[LabelSelector] = {TESTBED_LABEL: exists(), ROLE_LABEL: in_([ROLE_GHOST, ROLE_EXECUTOR])}

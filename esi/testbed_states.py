@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
+from typing import Final
 
 from esi.layout import NodeLabels, SlotPlace, layout_slots
 from esi.meta import ConditionStatus, find_condition, set_conditions
@@ -52,6 +53,7 @@ from esi.quantity import Quantity
 from esi.testbed import Slot, SlotCounts, SlotState, TestbedSpec, TestbedState, TestbedStatus
 
 __all__ = [
+    "FINISHED_PHASES",
     "SIZE_TOLERANCE",
     "CreateGhost",
     "DeleteGhost",
@@ -114,7 +116,11 @@ class PodPhase(StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+        return self in FINISHED_PHASES
+
+
+# Pods in these phases hold no capacity and no slot (compares equal to the phase strings pods carry).
+FINISHED_PHASES: Final = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from typing import Any
 import kopf
 from lightkube import ApiError, AsyncClient
 from lightkube.codecs import from_dict
-from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
@@ -30,6 +29,7 @@ from esi.quantity import Quantity
 from esi.scheduling import JobState
 from esi.testbed import TestbedSpec, TestbedState, TestbedStatus
 from esi.testbed_states import (
+    FINISHED_PHASES,
     CreateGhost,
     DeleteGhost,
     NodeView,
@@ -39,10 +39,10 @@ from esi.testbed_states import (
     TestbedObservation,
     decide_testbed,
 )
+from kube import TestbedResource
 
-__all__ = ["RESYNC_SECONDS", "TestbedResource"]
+__all__ = ["RESYNC_SECONDS"]
 
-TestbedResource = create_namespaced_resource("esi.tu-berlin.de", "v1alpha1", "Testbed", "testbeds")
 RESYNC_SECONDS = 30.0
 DEBOUNCE_SECONDS = 0.1
 FIELD_MANAGER = "esi-testbed-reconciler"
@@ -88,7 +88,7 @@ def pods_on_nodes(
 ) -> dict[str, tuple[TestbedKey | None, Resources]]:
     """Per node, what each unfinished pod requests, and whose Testbed it belongs to (None: nobody's)."""
     node = spec.get("nodeName")
-    if not node or status.get("phase") in ("Succeeded", "Failed"):
+    if not node or status.get("phase") in FINISHED_PHASES:
         return {}
     owner = (namespace or "", labels[TESTBED_LABEL]) if TESTBED_LABEL in labels else None
     return {node: (owner, pod_requests(body))}
