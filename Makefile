@@ -63,3 +63,4 @@ crds: venv ## regenerate crds/ from the models in esi/
 bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender
 	$(BIN)/python -m bench.ghosts
+	$(BIN)/python -m bench.placement

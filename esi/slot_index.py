@@ -63,18 +63,27 @@ class SlotIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._slots: dict[TestbedKey, dict[int, IndexedSlot]] = {}
+        self._job_slots: dict[TestbedKey, dict[str, list[int]]] = {}  # job -> its slot ids, ascending
         self._slot_of: dict[str, tuple[TestbedKey, int]] = {}  # pod uid -> (testbed, slot id)
         self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
         self._unrecorded: dict[str, tuple[str, str, int]] = {}  # pod uid -> (namespace, pod name, slot id)
 
     def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """The Testbed's current slot table (from its status and its ghost pods)."""
+        table = {s.id: s for s in slots}
+        by_job: dict[str, list[int]] = {}
+        for slot_id in sorted(table):
+            job = table[slot_id].job
+            if job is not None and table[slot_id].state != SlotState.FREE:
+                by_job.setdefault(job, []).append(slot_id)
         with self._lock:
-            self._slots[(namespace, name)] = {s.id: s for s in slots}
+            self._slots[(namespace, name)] = table
+            self._job_slots[(namespace, name)] = by_job
 
     def remove_testbed(self, namespace: str, name: str) -> None:
         with self._lock:
             self._slots.pop((namespace, name), None)
+            self._job_slots.pop((namespace, name), None)
 
     def forget_pod(self, uid: str) -> None:
         """The pod is gone (or finished): its slot can be given again."""
@@ -150,16 +159,12 @@ class SlotIndex:
         if bound is not None and bound[1] in slots:
             return slots[bound[1]], ""
         self._unbind(executor.uid)
-        for slot in sorted(slots.values(), key=lambda s: s.id):
-            if (
-                slot.job == executor.job
-                and slot.state != SlotState.FREE
-                and (executor.testbed, slot.id) not in self._pod_in
-            ):
-                self._slot_of[executor.uid] = (executor.testbed, slot.id)
-                self._pod_in[(executor.testbed, slot.id)] = executor.uid
-                self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot.id)
-                return slot, ""
+        for slot_id in self._job_slots[executor.testbed].get(executor.job, ()):
+            if (executor.testbed, slot_id) not in self._pod_in:
+                self._slot_of[executor.uid] = (executor.testbed, slot_id)
+                self._pod_in[(executor.testbed, slot_id)] = executor.uid
+                self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot_id)
+                return slots[slot_id], ""
         return None, f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
 
     def _unbind(self, uid: str) -> None:
