@@ -133,6 +133,7 @@ class RunRecord(EsiModel):
     """One run of the job: when, where, next to whom, and how it ended (open while ``end`` is absent)."""
 
     scheduling: str = Field(min_length=1, max_length=253)
+    attempt: int = Field(default=1, ge=1, description="Which run of the job in that Scheduling.")
     testbed: str = Field(min_length=1, max_length=253)
     slots: list[int] = Field(max_length=4096, json_schema_extra={"x-kubernetes-list-type": "set"})
     nodes: list[str] = Field(default_factory=list, max_length=4096)
@@ -147,6 +148,7 @@ class BatchJobStatus(ReconciledStatus):
     scheduling: str | None = Field(default=None, description="The Scheduling that holds the job.")
     message: str | None = Field(default=None, description="What it is doing or waiting for, in a sentence.")
     submitted_at: datetime | None = Field(default=None, description="When the current application was created.")
+    attempt: int = Field(default=1, ge=1, description="Which run (for its Scheduling) the state is about.")
     runs: list[RunRecord] = Field(default_factory=list, max_length=MAX_RUNS)
     run_count: int = Field(default=0, ge=0, description="Runs ever recorded (the history keeps the latest).")
 

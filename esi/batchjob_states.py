@@ -51,6 +51,7 @@ class Holder:
     scheduling: str
     testbed: str
     slots: tuple[int, ...] = ()
+    attempt: int = 1  # the Scheduling's run of the job the slots are for; a higher one means "run again"
 
 
 class ApplicationPhase(StrEnum):
@@ -84,6 +85,7 @@ class BatchJobObservation:
 class CreateApplication:
     testbed: str
     slots: tuple[int, ...]
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -151,10 +153,23 @@ class _Step:
 
     def follow(self, holder: Holder) -> None:
         """Held by ``holder``: create the application once slots are reserved, then track it."""
-        if self.status.scheduling != holder.scheduling:
-            self.update(state=BatchJobState.QUEUED, scheduling=holder.scheduling, submitted_at=None)
-        state = self.status.state
         application = self.observation.application
+        if self.status.scheduling != holder.scheduling:
+            self.update(
+                state=BatchJobState.QUEUED, scheduling=holder.scheduling, submitted_at=None, attempt=holder.attempt
+            )
+        elif holder.attempt > self.status.attempt:
+            # The Scheduling runs the job again after a failure: first the last run's application must go.
+            if application is not None or self.observation.leftover_pods:
+                if application is not None:
+                    self.actions.append(DeleteApplication())
+                self.update(
+                    message=f"removing the application of run {self.status.attempt} before run {holder.attempt}"
+                )
+                return
+            self._close_run(RunOutcome.FAILED)
+            self.update(state=BatchJobState.QUEUED, attempt=holder.attempt, submitted_at=None)
+        state = self.status.state
         if state in _FINISHED:
             self.update(message=f"finished; held by scheduling {holder.scheduling} until it lets go")
         elif application is None:
@@ -168,7 +183,7 @@ class _Step:
         elif holder.slots:
             # Also when Submitted: a just-created application may not be visible yet, and creating it again
             # is harmless (it already exists, or it never ran).
-            self.actions.append(CreateApplication(holder.testbed, holder.slots))
+            self.actions.append(CreateApplication(holder.testbed, holder.slots, holder.attempt))
             slots = ", ".join(map(str, holder.slots))
             self.update(
                 state=BatchJobState.SUBMITTED,
@@ -211,6 +226,7 @@ class _Step:
     def _append_run(self, holder: Holder, nodes: tuple[str, ...], start: datetime) -> None:
         run = RunRecord(
             scheduling=holder.scheduling,
+            attempt=self.status.attempt,
             testbed=holder.testbed,
             slots=list(holder.slots),
             nodes=sorted(set(nodes)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "ATTEMPT_LABEL",
     "EXECUTOR_PRIORITY",
     "EXECUTOR_PRIORITY_CLASS",
     "GHOST_PRIORITY",
@@ -30,6 +31,7 @@ ROLE_GHOST: Final = "ghost"
 ROLE_EXECUTOR: Final = "executor"
 JOB_LABEL: Final = f"{_PREFIX}/job"  # executors: the BatchJob they belong to
 SLOT_LABEL: Final = f"{_PREFIX}/slot"  # ghosts: the slot they hold; executors: the slot the extender gave them
+ATTEMPT_LABEL: Final = f"{_PREFIX}/attempt"  # applications and executors: which attempt of the job in its Scheduling
 
 SCHEDULER_NAME: Final = "esi-scheduler"
 

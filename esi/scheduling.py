@@ -25,6 +25,7 @@ __all__ = [
     "MAX_SLOT_JOBS",
     "JobProgress",
     "JobState",
+    "RetryPolicy",
     "Scheduling",
     "SchedulingSpec",
     "SchedulingState",
@@ -90,6 +91,19 @@ class SlotBased(EsiModel):
         return jobs
 
 
+class RetryPolicy(EsiModel):
+    """How often a failed job runs again, and after how long, before it is recorded as failed."""
+
+    limit: int = Field(default=2, ge=0, le=10, description="Runs after the first failure; 0: never retry.")
+    backoff_seconds: int = Field(
+        default=10, ge=1, le=3600, description="Wait before the first retry; doubled before each further one."
+    )
+
+    def delay(self, failures: int) -> int:
+        """Seconds to wait after the ``failures``-th failed run."""
+        return int(self.backoff_seconds * 2 ** max(failures - 1, 0))
+
+
 class SchedulingSpec(EsiModel):
     cel_rules: ClassVar = (
         {
@@ -106,6 +120,7 @@ class SchedulingSpec(EsiModel):
         description="Jobs in order; a job named k times runs with k executors.",
     )
     slot_based: SlotBased | None = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries of a job whose run failed.")
 
     @model_validator(mode="after")
     def _exactly_one_strategy(self) -> SchedulingSpec:
@@ -137,6 +152,9 @@ class JobProgress(EsiModel):
     state: JobState = JobState.WAITING
     executors: int = Field(ge=1, description="Slots the job needs.")
     slots: list[int] = Field(default_factory=list, max_length=4096, json_schema_extra={"x-kubernetes-list-type": "set"})
+    attempt: int = Field(default=1, ge=1, description="Which run of the job this is (retries count up).")
+    retry_at: datetime | None = Field(default=None, description="A failed job waits until then to run again.")
+    message: str | None = Field(default=None, description="Why the last run failed, if it did.")
     queued_at: datetime | None = None
     reserved_at: datetime | None = None
     started_at: datetime | None = None

@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from esi.batchjob import BatchJobState
 from esi.meta import set_conditions
 from esi.placement import Placement, queue_placements, queue_problems, slot_placements, slot_problems
-from esi.scheduling import JobProgress, JobState, SchedulingSpec, SchedulingState, SchedulingStatus
+from esi.scheduling import JobProgress, JobState, RetryPolicy, SchedulingSpec, SchedulingState, SchedulingStatus
 from esi.testbed import SlotState, TestbedStatus
 
 __all__ = [
@@ -84,6 +84,7 @@ class JobView:
     scheduling: str | None = None  # the Scheduling its status (state) refers to
     state: BatchJobState | None = None
     message: str | None = None
+    attempt: int | None = None  # the run its state is about
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class SchedulingDecision:
     status: SchedulingStatus
     actions: tuple[Claim, ...] = ()
     events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message)
+    decide_again_in: float | None = None  # seconds until a failed job's backoff ends, if one waits
 
 
 def decide_scheduling(
@@ -145,8 +147,8 @@ def decide_scheduling(
         actions.append(Claim(spec.testbed.name, tuple(demand)))
         state, waiting_for = SchedulingState.PENDING, f"its hold on testbed {spec.testbed.name} and its jobs"
     else:
-        jobs, events = _follow_jobs(jobs, observation.jobs, name, now)
-        placements = _place(spec, jobs, testbed)
+        jobs, events = _follow_jobs(jobs, observation.jobs, name, spec.retry, now)
+        placements = _place(spec, jobs, testbed, now)
         jobs = [_reserve(p, placements, now) for p in jobs]
         events += [
             ("Reserved", f"job {p.job} gets slot{'s' if len(p.slots) > 1 else ''} {_ids(p.slots)}") for p in placements
@@ -169,7 +171,13 @@ def decide_scheduling(
         }
     )
     updated = _conditions(updated, problems, state=state, testbed=spec.testbed.name, generation=generation, now=now)
-    return SchedulingDecision(updated, tuple(actions), tuple(events))
+    backoffs = [(p.retry_at - now).total_seconds() for p in jobs if _backing_off(p, now) and p.retry_at is not None]
+    return SchedulingDecision(updated, tuple(actions), tuple(events), min(backoffs, default=None))
+
+
+def _backing_off(record: JobProgress, now: datetime) -> bool:
+    """A failed job waiting out its backoff before it may be placed again."""
+    return record.state == JobState.WAITING and record.retry_at is not None and record.retry_at > now
 
 
 def _demand(spec: SchedulingSpec) -> dict[str, int]:
@@ -227,9 +235,13 @@ def _blockers(spec: SchedulingSpec, observation: SchedulingObservation, name: st
 
 
 def _follow_jobs(
-    jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str, now: datetime
+    jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str, retry: RetryPolicy, now: datetime
 ) -> tuple[list[JobProgress], list[tuple[str, str]]]:
-    """Take over what each started job's BatchJob reports (only reports about this Scheduling's run)."""
+    """Take over what each started job's BatchJob reports (only reports about this Scheduling's current run).
+
+    A failed run within the retry limit sends the job back to waiting, without slots, until its backoff
+    is over; past the limit the job is recorded as failed. Either way the other jobs go on.
+    """
     followed, events = [], []
     for record in jobs:
         view = views.get(record.name)
@@ -238,10 +250,34 @@ def _follow_jobs(
             record.state not in _HOLDING
             or view is None
             or view.scheduling != name
+            or view.attempt not in (None, record.attempt)
             or reported is None
             or _RANK[reported] <= _RANK[record.state]
         ):
             followed.append(record)
+            continue
+        if reported == JobState.FAILED and record.attempt <= retry.limit:
+            delay = retry.delay(record.attempt)
+            followed.append(
+                record.model_copy(
+                    update={
+                        "state": JobState.WAITING,
+                        "attempt": record.attempt + 1,
+                        "slots": [],
+                        "reserved_at": None,
+                        "started_at": None,
+                        "retry_at": now + timedelta(seconds=delay),
+                        "message": view.message,
+                    }
+                )
+            )
+            events.append(
+                (
+                    "JobRetrying",
+                    f"job {record.name} failed ({view.message or 'no reason given'}); "
+                    f"attempt {record.attempt + 1} of {retry.limit + 1} in {delay}s",
+                )
+            )
             continue
         changes: dict[str, object] = {"state": reported}
         if reported == JobState.RUNNING and record.started_at is None:
@@ -258,10 +294,11 @@ def _reserved_slots(jobs: Sequence[JobProgress]) -> set[int]:
     return {slot for p in jobs if p.state in _HOLDING for slot in p.slots}
 
 
-def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView) -> list[Placement]:
+def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, now: datetime) -> list[Placement]:
     # Slots this Scheduling reserved may still look free on the Testbed (its status lags); never twice.
     free = testbed.free - _reserved_slots(jobs)
-    started = {p.name for p in jobs if p.state != JobState.WAITING}
+    # A job waiting out its backoff is left out for now, like a started one: it does not hold up the others.
+    started = {p.name for p in jobs if p.state != JobState.WAITING or _backing_off(p, now)}
     if spec.queue_based is not None:
         return queue_placements([r.name for r in spec.queue_based], started, free)
     assert spec.slot_based is not None
@@ -273,7 +310,9 @@ def _reserve(record: JobProgress, placements: Sequence[Placement], now: datetime
     placement = next((p for p in placements if p.job == record.name), None)
     if placement is None:
         return record
-    return record.model_copy(update={"state": JobState.RESERVED, "slots": list(placement.slots), "reserved_at": now})
+    return record.model_copy(
+        update={"state": JobState.RESERVED, "slots": list(placement.slots), "reserved_at": now, "retry_at": None}
+    )
 
 
 def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: SchedulingSpec, name: str) -> str:
@@ -282,6 +321,8 @@ def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: Schedu
         active = [p.name for p in jobs if p.state not in _FINISHED]
         return f"job{'s' if len(active) > 1 else ''} {_names(active)} to finish"
     first = waiting[0]
+    if first.retry_at is not None:
+        return f"job {first.name} to run again (attempt {first.attempt}) from {first.retry_at:%H:%M:%S}"
     free = len(testbed.free - _reserved_slots(jobs))
     if spec.slot_based is not None:
         wanted = next(j.slot_ids for j in spec.slot_based.jobs if j.name.name == first.name)

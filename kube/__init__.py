@@ -7,6 +7,8 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from esi.meta import GROUP, VERSION
 
-__all__ = ["TestbedResource"]
+__all__ = ["BatchJobResource", "SchedulingResource", "TestbedResource"]
 
 TestbedResource = create_namespaced_resource(GROUP, VERSION, "Testbed", "testbeds")
+BatchJobResource = create_namespaced_resource(GROUP, VERSION, "BatchJob", "batchjobs")
+SchedulingResource = create_namespaced_resource(GROUP, VERSION, "Scheduling", "schedulings")

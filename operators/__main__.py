@@ -1,6 +1,6 @@
 """Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL]``.
 
-All handlers registered by the modules of this package run in one kopf operator, cluster-wide.
+The Testbed, BatchJob and Scheduling reconcilers run in one kopf operator, cluster-wide.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
-    import operators.testbed  # noqa: F401, PLC0415 (registers its handlers with kopf)
+    # Importing a reconciler's module registers its handlers with kopf.
+    from operators import batchjob, scheduling, testbed  # noqa: F401, PLC0415
 
     kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
 

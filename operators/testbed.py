@@ -9,21 +9,18 @@ the Testbed's status.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
-from lightkube import ApiError, AsyncClient
+from lightkube import AsyncClient
 from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
-from lightkube.types import PatchType
 
 from esi.ghosts import ghost_pod, node_view, pod_requests, pod_view
-from esi.meta import utc_now
+from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
+from esi.meta import GROUP, VERSION, utc_now
 from esi.names import TESTBED_LABEL
 from esi.quantity import Quantity
 from esi.scheduling import JobState
@@ -40,41 +37,16 @@ from esi.testbed_states import (
     decide_testbed,
 )
 from kube import TestbedResource
+from operators.common import Wakeups, hold_of, ignore, post_events, write_status
 
-__all__ = ["RESYNC_SECONDS"]
-
-RESYNC_SECONDS = 30.0
-DEBOUNCE_SECONDS = 0.1
-FIELD_MANAGER = "esi-testbed-reconciler"
+__all__: list[str] = []
 
 TestbedKey = tuple[str, str]
-_wakeups: dict[TestbedKey, asyncio.Event] = {}
+_wakeups = Wakeups("testbed")
 _STATE_REASONS = {s.value for s in TestbedState}
 
 
-def _wake(keys: Iterable[TestbedKey] | None = None) -> None:
-    """Ask the daemons of ``keys`` (all Testbeds when None) to decide again."""
-    for key, event in list(_wakeups.items()):
-        if keys is None or key in keys:
-            event.set()
-
-
-@kopf.on.startup()
-async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    settings.posting.level = logging.WARNING  # Events are esi's own decisions, not kopf's handler chatter
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="esi.tu-berlin.de")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="esi.tu-berlin.de")
-    memo.client = AsyncClient(field_manager=FIELD_MANAGER)
-
-
-@kopf.on.cleanup()
-async def _stop(memo: kopf.Memo, **_: Any) -> None:
-    await memo.client.close()
-
-
-# --- caches ------------------------------------------------------------------------------------------
-# An index handler answers {} when an object no longer belongs in the index: kopf keeps an object's earlier
-# entries when a handler returns None, so a finished pod or an ended reservation would linger.
+# --- caches (an index handler answers {} when an object no longer belongs in it) -------------------------
 
 
 @kopf.index("", "v1", "nodes")
@@ -103,7 +75,7 @@ def testbed_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body,
 _RESERVING = (JobState.RESERVED.value, JobState.SUBMITTED.value, JobState.RUNNING.value)
 
 
-@kopf.index("esi.tu-berlin.de", "v1alpha1", "schedulings")
+@kopf.index(GROUP, VERSION, "schedulings")
 def reservations(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[TestbedKey, tuple[Reservation, ...]]:
@@ -124,24 +96,31 @@ def reservations(
 
 @kopf.on.event("", "v1", "nodes")
 def _node_changed(**_: Any) -> None:
-    _wake()
+    _wakeups.wake()
 
 
 @kopf.on.event("", "v1", "pods")
 def _pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     # A Testbed's own pod concerns that Testbed; any other pod may change what a node has left for slots.
-    _wake([(namespace or "", labels[TESTBED_LABEL])] if TESTBED_LABEL in labels else None)
+    _wakeups.wake([(namespace or "", labels[TESTBED_LABEL])] if TESTBED_LABEL in labels else None)
 
 
-@kopf.on.event("esi.tu-berlin.de", "v1alpha1", "schedulings")
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.TESTBED.value})
+def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+    hold = read_hold(body)
+    if hold is not None:
+        _wakeups.wake([(namespace or "", hold.held)])
+
+
+@kopf.on.event(GROUP, VERSION, "schedulings")
 def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
-    _wake([(namespace or "", (spec.get("testbed") or {}).get("name", ""))])
+    _wakeups.wake([(namespace or "", (spec.get("testbed") or {}).get("name", ""))])
 
 
 # --- the reconciler -------------------------------------------------------------------------------------
 
 
-@kopf.daemon("esi.tu-berlin.de", "v1alpha1", "testbeds", cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, "testbeds", cancellation_timeout=10)
 async def keep_slots(
     *,
     name: str,
@@ -154,21 +133,13 @@ async def keep_slots(
 ) -> None:
     key = (namespace or "", name)
     caches = _Caches(
-        indexes["testbed_nodes"], indexes["pods_on_nodes"], indexes["testbed_pods"], indexes["reservations"]
+        indexes["testbed_nodes"],
+        indexes["pods_on_nodes"],
+        indexes["testbed_pods"],
+        indexes["reservations"],
+        indexes["holds"],
     )
-    wake = _wakeups.setdefault(key, asyncio.Event())
-    try:
-        while not stopped:
-            wake.clear()
-            try:
-                await _reconcile(key, body, memo.client, caches)
-            except ApiError as err:  # retried on the next wake-up or resync
-                logger.warning(f"testbed {namespace}/{name}: {err.status.message}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=RESYNC_SECONDS)
-            await asyncio.sleep(DEBOUNCE_SECONDS)
-    finally:
-        _wakeups.pop(key, None)
+    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches), logger)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,9 +148,10 @@ class _Caches:
     pods_on_nodes: Mapping[str, Iterable[tuple[TestbedKey | None, Resources]]]
     own_pods: Mapping[TestbedKey, Iterable[PodView]]
     reserved: Mapping[TestbedKey, Iterable[tuple[Reservation, ...]]]
+    holds: Mapping[Any, Iterable[Hold]]
 
 
-async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, caches: _Caches) -> None:
+async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, caches: _Caches) -> float | None:
     namespace, name = key
     spec = TestbedSpec.model_validate(dict(body["spec"]))
     raw_status = dict(body.get("status") or {})
@@ -190,26 +162,25 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
         for view in store
     ]
     held = [reservation for group in caches.reserved.get(key, ()) for reservation in group]
+    holder = hold_of(caches.holds, namespace, HoldKind.TESTBED, name)
     decision = decide_testbed(
         spec,
         status,
-        TestbedObservation(node_views, list(caches.own_pods.get(key, ())), held),
+        TestbedObservation(
+            node_views, list(caches.own_pods.get(key, ())), held, held_by=None if holder is None else holder.scheduling
+        ),
         generation=body["metadata"].get("generation"),
         now=utc_now(),
     )
     for action in decision.actions:
         if isinstance(action, DeleteGhost):
-            await _ignore(404, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
+            await ignore(404, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
         elif isinstance(action, CreateGhost):
             manifest = ghost_pod(name, body["metadata"]["uid"], namespace, action)
-            await _ignore(409, client.create(from_dict(manifest)))
-    for reason, message in decision.events:
-        kopf.event(body, type="Normal" if reason in _STATE_REASONS else "Warning", reason=reason, message=message)
-    new_status = decision.status.to_json_dict()
-    if new_status != raw_status:
-        # One JSON-patch op replaces the whole status: a merge patch could not drop fields that went away.
-        replace = [{"op": "add", "path": "/status", "value": new_status}]
-        await client.patch(TestbedResource.Status, name, replace, namespace=namespace, patch_type=PatchType.JSON)
+            await ignore(409, client.create(from_dict(manifest)))
+    post_events(body, decision.events, warning=lambda reason: reason not in _STATE_REASONS)
+    await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)
+    return None
 
 
 def _others(entries: Iterable[tuple[TestbedKey | None, Resources]], key: TestbedKey) -> Resources:
@@ -218,11 +189,3 @@ def _others(entries: Iterable[tuple[TestbedKey | None, Resources]], key: Testbed
         if owner != key:
             cpu, memory = cpu + requests.cpu, memory + requests.memory
     return Resources(cpu, memory)
-
-
-async def _ignore(code: int, call: Any) -> None:
-    try:
-        await call
-    except ApiError as err:
-        if err.status.code != code:
-            raise

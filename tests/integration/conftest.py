@@ -19,6 +19,7 @@ from api.app import create_app
 from api.threaded import serve_in_thread
 from esi import priority
 from esi.crds import DEFINITIONS, crd
+from esi.names import SCHEDULER_NAME
 from esi.slot_index import SlotIndex
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
@@ -68,9 +69,7 @@ def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) ->
     port_file = esi_crds.directory / "operators.port"
     with locked(esi_crds.directory / "operators.lock"):
         if not esi_crds.process_running("esi-operators"):
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
+            port = _free_port()
             esi_crds.start_process(
                 "esi-operators",
                 [
@@ -87,12 +86,38 @@ def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) ->
     return esi_crds
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _live(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+@pytest.fixture(scope="session")
+def esi_stack(esi_operators: LocalCluster, esi_sim: LocalCluster) -> LocalCluster:
+    """The whole local esi: its reconcilers, the simulated Spark/Flink operator, the API (with the extender)
+    and the second kube-scheduler ``esi-scheduler`` calling it — as ``make up`` runs them. One per session."""
+    port_file = esi_operators.directory / "api.port"
+    with locked(esi_operators.directory / "stack.lock"):
+        if not esi_operators.process_running("esi-api"):
+            port = _free_port()
+            esi_operators.start_process(
+                "esi-api",
+                [sys.executable, "-m", "api", f"--kubeconfig={esi_operators.kubeconfig}", f"--port={port}"],
+            )
+            port_file.write_text(str(port))
+            wait_for("the API to report live", lambda: _live(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+            extender = f"http://127.0.0.1:{port}/extender"
+            SecondScheduler(esi_operators, SecondSchedulerSettings(SCHEDULER_NAME, extender)).start()
+    wait_for("the API to report live", lambda: _live(f"http://127.0.0.1:{port_file.read_text()}/healthz"), timeout=60)
+    return esi_operators
 
 
 @pytest.fixture(scope="session")

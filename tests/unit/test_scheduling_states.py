@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esi.batchjob import BatchJobState, BatchJobStatus
+from esi.batchjob import BatchJobState, BatchJobStatus, RunOutcome
 from esi.batchjob_states import (
     ApplicationPhase,
     ApplicationView,
@@ -70,6 +70,7 @@ class World:
     size: int
     durations: dict[str, int] = field(default_factory=dict)
     failing: set[str] = field(default_factory=set)
+    fail_attempts: dict[str, int] = field(default_factory=dict)  # a job's runs up to this one fail
     jobs: set[str] = field(default_factory=set)
     testbed_exists: bool = True
     testbed_holder: str | None = None
@@ -141,6 +142,7 @@ class World:
                 held_by=self.job_holders.get(job),
                 scheduling=(s.scheduling if (s := self.batchjobs[job]) else None),
                 state=(s.state if s else None),
+                attempt=(s.attempt if s else None),
             )
             for job in self.jobs
         }
@@ -153,13 +155,16 @@ class World:
             status = self.schedulings[holder_name][1]
             record = next((p for p in status.jobs if p.name == job), None) if status else None
             reserved = tuple(record.slots) if record and record.state != JobState.WAITING else ()
-            holder = Holder(holder_name, "tb", reserved)
+            holder = Holder(holder_name, "tb", reserved, record.attempt if record else 1)
         app = self.apps.get(job)
         if app is None:
             return BatchJobObservation(holder, None)
         n = len(app.slots)
         if app.finished:
-            phase = ApplicationPhase.FAILED if job in self.failing else ApplicationPhase.SUCCEEDED
+            job_status = self.batchjobs[job]
+            attempt = job_status.attempt if job_status is not None else 1
+            fails = job in self.failing or attempt <= self.fail_attempts.get(job, 0)
+            phase = ApplicationPhase.FAILED if fails else ApplicationPhase.SUCCEEDED
             return BatchJobObservation(holder, ApplicationView(phase))
         bound = n if app.age >= 1 else 0
         running = n if app.age >= 2 else 0
@@ -268,6 +273,55 @@ def test_a_failed_job_is_recorded_and_the_scheduling_goes_on() -> None:
     completed = find_condition(w.status("s").conditions, "Completed")
     assert completed is not None
     assert (completed.reason, completed.message) == ("JobsFailed", "failed: bad")
+
+
+def test_a_failed_job_runs_again_after_its_backoff_without_holding_up_the_others() -> None:
+    spec = queue("flaky", "steady")
+    w = world(1, spec, fail_attempts={"flaky": 1}, durations={"steady": 3})
+    retried: list[str] = []
+    for _ in range(200):
+        w.step()
+        status = w.status("s")
+        record = next((p for p in status.jobs if p.name == "flaky"), None)
+        if record is not None and record.retry_at is not None and not retried:
+            retried.append(status.waiting_for or "")
+            assert record.state == JobState.WAITING
+            assert (record.attempt, record.slots) == (2, [])
+        if status.state == SchedulingState.COMPLETED:
+            break
+
+    assert {p.name: (p.state, p.attempt) for p in w.status("s").jobs} == {
+        "flaky": (JobState.SUCCEEDED, 2),
+        "steady": (JobState.SUCCEEDED, 1),
+    }
+    # flaky's first run, then steady (which did not wait for flaky's backoff), then flaky's second run.
+    assert w.reservations == [("flaky", (0,)), ("steady", (0,)), ("flaky", (0,))]
+    assert retried[0].startswith("job flaky to run again (attempt 2) from "), retried
+    runs = w.batchjobs["flaky"]
+    assert runs is not None
+    assert [(r.attempt, r.outcome) for r in runs.runs] == [(1, RunOutcome.FAILED), (2, RunOutcome.SUCCEEDED)]
+
+
+def test_the_backoff_doubles_and_the_decision_says_when_to_look_again() -> None:
+    spec = SchedulingSpec.model_validate(
+        {"testbed": {"name": "tb"}, "queueBased": [{"name": "a"}], "retry": {"limit": 3, "backoffSeconds": 5}}
+    )
+    assert [spec.retry.delay(n) for n in (1, 2, 3)] == [5, 10, 20]
+    w = world(1, spec, failing={"a"})
+    waits: list[float] = []
+    for _ in range(300):
+        w.step()
+        status = w.status("s")
+        now = T0 + timedelta(seconds=w.tick - 1)
+        decision = decide_scheduling(spec, status, w.observe(), name="s", namespace="ns", generation=1, now=now)
+        if decision.decide_again_in is not None and (not waits or decision.decide_again_in > waits[-1]):
+            waits.append(decision.decide_again_in)
+        if status.state == SchedulingState.COMPLETED:
+            break
+
+    assert [p.attempt for p in w.status("s").jobs] == [4]
+    assert w.status("s").jobs[0].state == JobState.FAILED
+    assert waits == [5.0, 10.0, 20.0], "the first look-again after each failure is that failure's full backoff"
 
 
 def test_strict_never_overtakes_relaxed_does() -> None:
@@ -420,6 +474,7 @@ def test_every_placeable_queue_completes_without_double_booking(
     w.run()  # occupied() asserts, every tick, that no slot holds two executors
 
     assert {p.name for p in w.status("s").jobs} == set(entries)
-    assert all(len(w.slots_of(job)) == 1 for job in set(entries)), "every job ran exactly once"
+    runs = spec.retry.limit + 1
     for job in set(entries):
-        assert len(w.slots_of(job)[0]) == entries.count(job), "all its executors at once"
+        assert len(w.slots_of(job)) == (runs if job in failing else 1), "a job runs once, a failing one until the limit"
+        assert all(len(s) == entries.count(job) for s in w.slots_of(job)), "all its executors at once"

@@ -1,0 +1,528 @@
+"""A BatchJob's application: the SparkApplication or FlinkDeployment esi creates for one run, read back.
+
+``application_manifest`` builds the application for a run in the slots a Scheduling reserved. Only the
+executors (Spark executors, Flink TaskManagers) go into slots; for them esi decides, and a user's own
+values give way:
+
+* one executor per slot, each requesting and limited to exactly the slot size (what the Testbed and the
+  extender compare), in the units the real operator turns into pod requests;
+* required node affinity to the nodes of the slots, ANDed into every term the user wrote (terms are ORed,
+  so each must carry it); the user's preferred terms, pod affinity and anti-affinity stay;
+* the second scheduler and the executor priority class, so an executor may take a ghost's place;
+* labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
+* a fixed executor count: no dynamic allocation (Spark), no autoscaler (Flink).
+
+Drivers and JobManagers are scheduled normally and are left as the user wrote them (the original put the
+executor priority class on the Spark driver too). Everything else the user wrote is kept unchanged.
+
+``application_view`` reads an application and its pods back into the ``ApplicationView`` that
+``decide_batchjob`` works on. The functions are pure: they copy, never change their input, and raise
+``ApplicationError`` (a ``ValueError``) for a job that cannot be sized to its slots, naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from esi.batchjob import BatchJob
+from esi.batchjob_states import ApplicationPhase, ApplicationView
+from esi.meta import API_VERSION
+from esi.names import (
+    ATTEMPT_LABEL,
+    EXECUTOR_PRIORITY_CLASS,
+    JOB_LABEL,
+    ROLE_EXECUTOR,
+    ROLE_LABEL,
+    SCHEDULER_NAME,
+    TESTBED_LABEL,
+)
+from esi.quantity import Quantity
+
+__all__ = [
+    "FLINK",
+    "MANAGED_BY",
+    "MANAGED_BY_LABEL",
+    "SPARK",
+    "ApplicationError",
+    "ApplicationKind",
+    "SlotAssignment",
+    "application_kind",
+    "application_manifest",
+    "application_pod_selector",
+    "application_view",
+    "is_executor_pod",
+]
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "esi"
+
+_MIB: Final = 2**20
+# Spark's own default executor memory overhead: 10% of the heap, at least 384 MiB.
+_SPARK_MIN_OVERHEAD_MIB: Final = 384
+# Spark refuses to start an executor whose heap is below 1.5 x its 300 MiB reserved memory.
+_SPARK_MIN_HEAP_MIB: Final = 450
+_FLINK_SLOTS_KEY: Final = "taskmanager.numberOfTaskSlots"
+_FLINK_JOB_MANAGER_RESOURCE: Final = {"cpu": 0.2, "memory": "1024m"}
+
+
+class ApplicationError(ValueError):
+    """A BatchJob whose application cannot be built for its slots, or an application esi cannot read."""
+
+
+@dataclass(frozen=True)
+class ApplicationKind:
+    """One kind of application esi runs: its API resource and how its operator labels the pods."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    pod_label: str  # set to the application's name on all of its pods
+    executor_label: tuple[str, str]  # (key, value) that marks the executor pods among them
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+SPARK: Final = ApplicationKind(
+    group="sparkoperator.k8s.io",
+    version="v1beta2",
+    kind="SparkApplication",
+    plural="sparkapplications",
+    pod_label="sparkoperator.k8s.io/app-name",
+    executor_label=("spark-role", "executor"),
+)
+FLINK: Final = ApplicationKind(
+    group="flink.apache.org",
+    version="v1beta1",
+    kind="FlinkDeployment",
+    plural="flinkdeployments",
+    pod_label="app",
+    executor_label=("component", "taskmanager"),
+)
+_KINDS: Final = (SPARK, FLINK)
+
+
+@dataclass(frozen=True)
+class SlotAssignment:
+    """Where one run of a job goes: the slots reserved for it and what the Testbed says about them."""
+
+    testbed: str  # the Testbed's name
+    node_label: str  # the Testbed's spec.nodeLabel
+    node_ids: tuple[str, ...]  # values of that label on the nodes that hold the slots
+    slots: tuple[int, ...]  # the reserved slot ids; one executor per slot
+    cpu: Quantity  # the slot size
+    memory: Quantity
+    attempt: int = 1  # which attempt of the job in its Scheduling this run is
+
+
+def application_kind(source: BatchJob | Mapping[str, Any]) -> ApplicationKind:
+    """The kind of application of a BatchJob, or of an application object read from the API server."""
+    if isinstance(source, BatchJob):
+        return SPARK if source.spec.spark_spec is not None else FLINK
+    kind, api_version = source.get("kind"), source.get("apiVersion")
+    for known in _KINDS:
+        if kind == known.kind and (api_version is None or str(api_version).split("/")[0] == known.group):
+            return known
+    raise ApplicationError(f"{kind} {api_version} is not an application esi runs (SparkApplication, FlinkDeployment)")
+
+
+def application_pod_selector(kind: ApplicationKind, name: str) -> dict[str, str]:
+    """Labels that select every pod (driver or JobManager, and executors) of the application ``name``."""
+    return {kind.pod_label: name}
+
+
+def is_executor_pod(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod is an executor (a Spark executor or a Flink TaskManager), by its operator's or esi's labels."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(ROLE_LABEL) == ROLE_EXECUTOR:
+        return True
+    return any(labels.get(kind.executor_label[0]) == kind.executor_label[1] for kind in _KINDS)
+
+
+# --- building -----------------------------------------------------------------------------------------------
+
+
+def application_manifest(job: BatchJob, assignment: SlotAssignment, *, namespace: str, uid: str) -> dict[str, Any]:
+    """The SparkApplication or FlinkDeployment that runs ``job`` in the slots of ``assignment``.
+
+    Named like the BatchJob and owned by it (``uid`` is its metadata.uid), so deleting the BatchJob
+    deletes the application. See the module docstring for what esi sets; ``_spark_spec`` and
+    ``_flink_spec`` say how for each operator.
+    """
+    name = job.metadata.name
+    if not assignment.slots:
+        raise ApplicationError(f"BatchJob {name}: no slots assigned; an application needs at least one executor")
+    if not assignment.node_ids:
+        raise ApplicationError(f"BatchJob {name}: no nodes assigned for slots {list(assignment.slots)}")
+    kind = application_kind(job)
+    executor = _ExecutorSettings.of(job, assignment)
+    if job.spec.spark_spec is not None:
+        spec = _spark_spec(job.spec.spark_spec.to_json_dict(), executor, assignment)
+    else:
+        assert job.spec.flink_spec is not None  # a BatchJob holds exactly one of them
+        spec = _flink_spec(job.spec.flink_spec.to_json_dict(), executor, assignment, name)
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                MANAGED_BY_LABEL: MANAGED_BY,
+                JOB_LABEL: name,
+                TESTBED_LABEL: assignment.testbed,
+                ATTEMPT_LABEL: str(assignment.attempt),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "BatchJob",
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class _ExecutorSettings:
+    """What every executor pod of a run gets, whichever operator creates it."""
+
+    labels: dict[str, str]
+    node_requirement: dict[str, Any]
+    memory_mib: int
+    cpu: Quantity
+
+    @classmethod
+    def of(cls, job: BatchJob, assignment: SlotAssignment) -> _ExecutorSettings:
+        return cls(
+            labels={
+                ROLE_LABEL: ROLE_EXECUTOR,
+                TESTBED_LABEL: assignment.testbed,
+                JOB_LABEL: job.metadata.name,
+                ATTEMPT_LABEL: str(assignment.attempt),
+            },
+            node_requirement={
+                "key": assignment.node_label,
+                "operator": "In",
+                "values": sorted(set(assignment.node_ids)),
+            },
+            memory_mib=_whole_mib(job.metadata.name, assignment),
+            cpu=assignment.cpu,
+        )
+
+    def pod_template(
+        self, template: Mapping[str, Any] | None, user_affinity: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """A Pod template with esi's labels, node affinity, scheduler and priority merged into ``template``."""
+        pod = copy.deepcopy(dict(template or {}))
+        pod.setdefault("apiVersion", "v1")
+        pod.setdefault("kind", "Pod")
+        pod["metadata"] = metadata = pod.get("metadata") or {}
+        metadata["labels"] = {**(metadata.get("labels") or {}), **self.labels}
+        pod["spec"] = spec = pod.get("spec") or {}
+        spec["affinity"] = self.affinity(user_affinity)
+        spec["schedulerName"] = SCHEDULER_NAME
+        spec["priorityClassName"] = EXECUTOR_PRIORITY_CLASS
+        return pod
+
+    def affinity(self, user: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``user``'s affinity with the slot nodes required: in every required term, as terms are ORed."""
+        affinity = copy.deepcopy(dict(user or {}))
+        affinity["nodeAffinity"] = node_affinity = affinity.get("nodeAffinity") or {}
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+        terms = required.get("nodeSelectorTerms") or [{}]
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            **required,
+            "nodeSelectorTerms": [
+                {
+                    **term,
+                    "matchExpressions": [*(term.get("matchExpressions") or []), copy.deepcopy(self.node_requirement)],
+                }
+                for term in terms
+            ],
+        }
+        return affinity
+
+
+def _whole_mib(job: str, assignment: SlotAssignment) -> int:
+    """The slot memory in MiB; both operators size executor memory in whole MiB, so it must be one."""
+    amount = assignment.memory.amount
+    if amount != amount.to_integral_value() or int(amount) % _MIB:
+        raise ApplicationError(
+            f"BatchJob {job}: resourcesPerSlot.memory of testbed {assignment.testbed} is {assignment.memory} "
+            f"({amount} bytes), not a whole number of MiB; Spark and Flink size executor memory in whole MiB, "
+            "so their executors could never request exactly the slot (use e.g. 896Mi or 3Gi)"
+        )
+    return int(amount) // _MIB
+
+
+# Spark executor settings esi decides: set in sparkConf too where the user put them there, so that no
+# operator version's order of --conf arguments can let the user's value win.
+_SPARK_EXECUTOR_CONF: Final = {
+    "instances": "spark.executor.instances",
+    "cores": "spark.executor.cores",
+    "coreRequest": "spark.kubernetes.executor.request.cores",
+    "coreLimit": "spark.kubernetes.executor.limit.cores",
+    "memory": "spark.executor.memory",
+    "memoryOverhead": "spark.executor.memoryOverhead",
+}
+# Spark adds these to the executor pod's memory beyond heap + overhead, so the pod would outgrow its slot.
+_SPARK_EXTRA_MEMORY_CONF: Final = ("spark.executor.pyspark.memory", "spark.memory.offHeap.enabled")
+
+
+def _spark_memory_split(slot_mib: int) -> tuple[int, int]:
+    """(heap, overhead) in MiB for a Spark executor whose pod must request exactly ``slot_mib``.
+
+    Spark makes the pod request heap (``spark.executor.memory``) + overhead (``memoryOverhead``). The
+    overhead is Spark's own default — max(384 MiB, 10% of the heap) — wherever the slot is large enough
+    (834 MiB and up). In smaller slots the 384 MiB floor gives way so that the heap keeps the 450 MiB Spark
+    needs to start, but the overhead never drops below 10% of the heap (the JVM's non-heap memory must fit
+    somewhere), nor leaves the heap without a MiB.
+    """
+    overhead = max(-(-slot_mib // 11), min(_SPARK_MIN_OVERHEAD_MIB, slot_mib - _SPARK_MIN_HEAP_MIB))
+    overhead = min(overhead, slot_mib - 1)
+    return slot_mib - overhead, overhead
+
+
+def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: SlotAssignment) -> dict[str, Any]:
+    """The SparkApplication spec: the user's, with the executors sized, placed and counted by esi.
+
+    How the Spark operator and Spark turn the executor fields into the pod's requests: cpu request =
+    ``coreRequest`` (else ``cores``), cpu limit = ``coreLimit``, memory request = limit = ``memory`` +
+    ``memoryOverhead`` in MiB (Spark's "m"). esi sets ``cores`` (task threads) to the slot cpu rounded up,
+    ``coreRequest`` = ``coreLimit`` = the slot cpu, and splits the slot memory by ``_spark_memory_split``.
+    Labels, affinity, scheduler and priority go on the executor fields (which the operator's webhook
+    applies) and into ``executor.template`` when the user gave one (the webhook then leaves the pods alone).
+
+    ``restartPolicy`` is forced to Never: esi retries a failed run at the Scheduling level, with fresh slots;
+    an operator restart would run again in slots that may no longer be reserved for the job.
+    """
+    for key in _SPARK_EXTRA_MEMORY_CONF:
+        value = (spec.get("sparkConf") or {}).get(key)
+        if value is not None and (key != "spark.memory.offHeap.enabled" or value.strip().lower() == "true"):
+            raise ApplicationError(
+                f'spec.sparkSpec.sparkConf["{key}"] is {value!r}: Spark adds that memory to each executor pod '
+                "beyond its slot size; esi sizes executors to their slot, so leave it out"
+            )
+    if spec.get("batchScheduler"):
+        raise ApplicationError(
+            f"spec.sparkSpec.batchScheduler is {spec['batchScheduler']!r}: esi's scheduler places the executors, "
+            "so another batch scheduler cannot; leave it out"
+        )
+    heap, overhead = _spark_memory_split(executor.memory_mib)
+    cpu = str(executor.cpu)
+    sizes: dict[str, Any] = {
+        "instances": len(assignment.slots),
+        "cores": max(1, executor.cpu.value),
+        "coreRequest": cpu,
+        "coreLimit": cpu,
+        "memory": f"{heap}m",
+        "memoryOverhead": f"{overhead}m",
+    }
+    pod = spec.get("executor") or {}
+    pod.update(sizes)
+    pod["labels"] = {**(pod.get("labels") or {}), **executor.labels}
+    pod["affinity"] = executor.affinity(pod.get("affinity"))
+    pod["schedulerName"] = SCHEDULER_NAME
+    pod["priorityClassName"] = EXECUTOR_PRIORITY_CLASS
+    if pod.get("template"):
+        template = pod["template"]
+        pod["template"] = executor.pod_template(template, (template.get("spec") or {}).get("affinity"))
+    spec["executor"] = pod
+    spec.setdefault("driver", {})  # required by the SparkApplication CRD; empty means Spark's defaults
+
+    conf = spec.get("sparkConf") or {}
+    for field, key in _SPARK_EXECUTOR_CONF.items():
+        if key in conf:
+            conf[key] = str(sizes[field])
+    conf["spark.dynamicAllocation.enabled"] = "false"
+    # Where Spark builds executors from a pod template, it takes the scheduler from this (Spark 3.3+).
+    conf["spark.kubernetes.executor.scheduler.name"] = SCHEDULER_NAME
+    spec["sparkConf"] = conf
+    spec["dynamicAllocation"] = {**(spec.get("dynamicAllocation") or {}), "enabled": False}
+    spec["restartPolicy"] = {"type": "Never"}
+    return spec
+
+
+def _flink_spec(
+    spec: dict[str, Any], executor: _ExecutorSettings, assignment: SlotAssignment, job: str
+) -> dict[str, Any]:
+    """The FlinkDeployment spec: the user's, with the TaskManagers sized, placed and counted by esi.
+
+    The Flink operator makes a TaskManager pod request ``taskManager.resource.cpu`` cores and
+    ``taskManager.resource.memory`` (Flink's "m" is MiB), limited to the same because esi pins both limit
+    factors to 1. ``taskManager.replicas`` TaskManagers run; the operator then gives the job a parallelism
+    of replicas x ``taskmanager.numberOfTaskSlots`` (the user's, else 1), which esi also writes into
+    ``job.parallelism`` so that the spec says what runs. The JobManager keeps the user's settings, with a
+    default size where the user gave none.
+    """
+    cpu = float(executor.cpu.amount)
+    if Quantity(cpu) != executor.cpu:
+        raise ApplicationError(
+            f"BatchJob {job}: resourcesPerSlot.cpu of testbed {assignment.testbed} is {executor.cpu}, which Flink "
+            f"cannot take exactly: it reads TaskManager cpu as a floating-point number ({cpu!r})"
+        )
+    conf = spec.get("flinkConfiguration") or {}
+    task_slots = _flink_task_slots(conf.get(_FLINK_SLOTS_KEY, "1"))
+    replicas = len(assignment.slots)
+    conf[_FLINK_SLOTS_KEY] = conf.get(_FLINK_SLOTS_KEY, "1")
+    conf["kubernetes.taskmanager.cpu.limit-factor"] = "1.0"
+    conf["kubernetes.taskmanager.memory.limit-factor"] = "1.0"
+    # The autoscaler would change the number of TaskManagers; a run has exactly its slots. (Both keys:
+    # the operator renamed it.)
+    conf["job.autoscaler.enabled"] = "false"
+    conf["kubernetes.operator.job.autoscaler.enabled"] = "false"
+    spec["flinkConfiguration"] = conf
+
+    task_manager = spec.get("taskManager") or {}
+    task_manager["resource"] = {
+        **(task_manager.get("resource") or {}),
+        "cpu": cpu,
+        "memory": f"{executor.memory_mib}m",
+    }
+    task_manager["replicas"] = replicas
+    template = task_manager.get("podTemplate")
+    # The operator deep-merges spec.podTemplate under the TaskManager's, lists replaced whole: the affinity
+    # the TaskManagers would get is that merge, and ours must contain all of it.
+    user_affinity = _merged(
+        ((spec.get("podTemplate") or {}).get("spec") or {}).get("affinity") or {},
+        ((template or {}).get("spec") or {}).get("affinity") or {},
+    )
+    task_manager["podTemplate"] = executor.pod_template(template, user_affinity)
+    spec["taskManager"] = task_manager
+
+    job_manager = spec.get("jobManager") or {}
+    job_manager["resource"] = {**_FLINK_JOB_MANAGER_RESOURCE, **(job_manager.get("resource") or {})}
+    spec["jobManager"] = job_manager
+    spec["job"] = {**spec["job"], "parallelism": replicas * task_slots}
+    return spec
+
+
+def _flink_task_slots(value: object) -> int:
+    try:
+        slots = int(str(value).strip())
+    except ValueError:
+        slots = 0
+    if slots < 1:
+        raise ApplicationError(
+            f'spec.flinkSpec.flinkConfiguration["{_FLINK_SLOTS_KEY}"] is {value!r}, not a positive integer'
+        )
+    return slots
+
+
+def _merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` deep-merged onto ``base``: mappings merged key by key, anything else replaced."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+# --- reading back -------------------------------------------------------------------------------------------
+
+
+def application_view(
+    application: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
+) -> ApplicationView | None:
+    """What ``decide_batchjob`` needs to know of an application: its phase and its executors.
+
+    ``pods`` are the application's pods (``application_pod_selector``); only executors count. A pod being
+    deleted counts for nothing, and a pod that has ended (Succeeded, Failed) is not counted as an executor,
+    bound or running — its replacement is what matters — but its node still counts among the run's nodes.
+    None when there is no application.
+    """
+    if application is None:
+        return None
+    kind = application_kind(application)
+    status = application.get("status") or {}
+    phase, message = _STATUS_READERS[kind.kind](status)
+    executors = bound = running = 0
+    nodes: set[str] = set()
+    for pod in pods:
+        if not is_executor_pod(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        pod_phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if node:
+            nodes.add(node)
+        if pod_phase in ("Succeeded", "Failed"):
+            continue
+        executors += 1
+        bound += bool(node)
+        running += pod_phase == "Running"
+    return ApplicationView(
+        phase,
+        executors=executors,
+        executors_bound=bound,
+        executors_running=running,
+        nodes=tuple(sorted(nodes)),
+        message=message,
+    )
+
+
+_SPARK_PHASES: Final = {
+    "COMPLETED": ApplicationPhase.SUCCEEDED,
+    "FAILED": ApplicationPhase.FAILED,
+    "SUBMISSION_FAILED": ApplicationPhase.FAILED,
+    "FAILING": ApplicationPhase.FAILED,
+    "RUNNING": ApplicationPhase.RUNNING,
+    # The driver has succeeded and its executors are going: still running until COMPLETED.
+    "SUCCEEDING": ApplicationPhase.RUNNING,
+}
+_FLINK_PHASES: Final = {
+    "FINISHED": ApplicationPhase.SUCCEEDED,
+    "FAILED": ApplicationPhase.FAILED,
+    # A cancelled job never finishes; waiting for it would hold the slots forever.
+    "CANCELED": ApplicationPhase.FAILED,
+    "RUNNING": ApplicationPhase.RUNNING,
+}
+
+
+def _spark_status(status: Mapping[str, Any]) -> tuple[ApplicationPhase, str]:
+    state = status.get("applicationState") or {}
+    phase = _SPARK_PHASES.get(str(state.get("state") or ""), ApplicationPhase.PENDING)
+    return phase, str(state.get("errorMessage") or "")
+
+
+def _flink_status(status: Mapping[str, Any]) -> tuple[ApplicationPhase, str]:
+    job = status.get("jobStatus") or {}
+    phase = _FLINK_PHASES.get(str(job.get("state") or "").upper(), ApplicationPhase.PENDING)
+    if str(status.get("lifecycleState") or "").upper() == "FAILED":
+        phase = ApplicationPhase.FAILED
+    message = _flink_error(status.get("error")) or str(job.get("message") or "")
+    if phase == ApplicationPhase.FAILED and not message and str(job.get("state") or "").upper() == "CANCELED":
+        message = "the Flink job was cancelled"
+    return phase, message
+
+
+def _flink_error(error: object) -> str:
+    """The message of the Flink operator's ``status.error``: JSON with a ``message``, or plain text."""
+    if not error:
+        return ""
+    try:
+        parsed = json.loads(str(error))
+    except ValueError:
+        return str(error)
+    if isinstance(parsed, dict) and parsed.get("message"):
+        return str(parsed["message"])
+    return str(error)
+
+
+_STATUS_READERS: Final[dict[str, Callable[[Mapping[str, Any]], tuple[ApplicationPhase, str]]]] = {
+    SPARK.kind: _spark_status,
+    FLINK.kind: _flink_status,
+}

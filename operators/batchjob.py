@@ -1,0 +1,270 @@
+"""The BatchJob reconciler: runs a job's application in the slots its Scheduling reserved, and tracks it.
+
+A thin shell around ``esi.batchjob_states.decide_batchjob``. It observes who holds the job (its hold, and
+that Scheduling's record of the job's slots), the job's SparkApplication or FlinkDeployment and that
+application's pods; it creates the application (``esi.applications`` builds it) once slots are reserved,
+deletes it when the job is released, and is the only writer of the BatchJob's status and run history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+from lightkube import AsyncClient
+from lightkube.codecs import from_dict
+from lightkube.generic_resource import create_namespaced_resource
+from pydantic import ValidationError
+
+from esi.applications import FLINK, SPARK, ApplicationKind, SlotAssignment, application_kind, application_manifest
+from esi.applications import application_view as view_of_application
+from esi.batchjob import BatchJob
+from esi.batchjob_states import BatchJobObservation, CreateApplication, DeleteApplication, Holder, decide_batchjob
+from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
+from esi.meta import GROUP, VERSION, utc_now
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
+from esi.scheduling import JobState
+from esi.testbed import TestbedSpec, TestbedStatus
+from kube import BatchJobResource
+from operators.common import Wakeups, hold_of, ignore, post_events, write_status
+
+__all__: list[str] = []
+
+Key = tuple[str, str]  # (namespace, name)
+_wakeups = Wakeups("batchjob")
+_FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _resource(kind: ApplicationKind) -> Any:
+    return create_namespaced_resource(kind.group, kind.version, kind.kind, kind.plural)
+
+
+# --- caches ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Record:
+    """What a Scheduling recorded about one of its jobs."""
+
+    scheduling_uid: str
+    testbed: str
+    state: str
+    slots: tuple[int, ...]
+    attempt: int
+
+
+@kopf.index(GROUP, VERSION, "schedulings")
+def scheduling_records(
+    *, name: str, namespace: str | None, uid: str, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[tuple[str, str, str], _Record]:
+    """Per (namespace, scheduling, job): the job's slots and state as the Scheduling recorded them."""
+    testbed = (spec.get("testbed") or {}).get("name", "")
+    return {
+        (namespace or "", name, job["name"]): _Record(
+            uid, testbed, job.get("state", ""), tuple(job.get("slots", ())), int(job.get("attempt", 1))
+        )
+        for job in status.get("jobs", [])
+    }
+
+
+def _application_index(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return {(namespace or "", name): dict(body)}
+
+
+def _pod_summary(body: kopf.Body) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": body["metadata"]["name"],
+            "labels": dict(body["metadata"].get("labels") or {}),
+            "deletionTimestamp": body["metadata"].get("deletionTimestamp"),
+        },
+        "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
+        "status": {"phase": body.get("status", {}).get("phase")},
+    }
+
+
+spark_applications = kopf.index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})(
+    _application_index
+)
+flink_deployments = kopf.index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})(
+    _application_index
+)
+
+
+@kopf.index("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
+def spark_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return {(namespace or "", labels[SPARK.pod_label]): _pod_summary(body)}
+
+
+@kopf.index("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
+def flink_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return {(namespace or "", labels[FLINK.pod_label]): _pod_summary(body)}
+
+
+@kopf.index("", "v1", "pods", labels={ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: kopf.PRESENT})
+def executors_on_nodes(
+    *, namespace: str | None, labels: kopf.Labels, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[str, Key]:
+    """Per node, the (namespace, job) of every unfinished executor on it: who runs next to whom."""
+    node = spec.get("nodeName")
+    if not node or status.get("phase") in _FINISHED_PHASES:
+        return {}
+    return {node: (namespace or "", labels[JOB_LABEL])}
+
+
+# --- wake-ups ------------------------------------------------------------------------------------------
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.BATCHJOB.value})
+def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+    hold = read_hold(body)
+    if hold is not None:
+        _wakeups.wake([(namespace or "", hold.held)])
+
+
+@kopf.on.event(GROUP, VERSION, "schedulings")
+def _scheduling_changed(*, namespace: str | None, status: kopf.Status, spec: kopf.Spec, **_: Any) -> None:
+    names = {job.get("name") for job in status.get("jobs", [])} | {
+        ref.get("name") for ref in spec.get("queueBased") or []
+    }
+    names |= {job.get("name", {}).get("name") for job in (spec.get("slotBased") or {}).get("jobs", [])}
+    _wakeups.wake([(namespace or "", job) for job in names if job])
+
+
+@kopf.on.event(SPARK.group, SPARK.version, SPARK.plural)
+@kopf.on.event(FLINK.group, FLINK.version, FLINK.plural)
+def _application_changed(*, name: str, namespace: str | None, **_: Any) -> None:
+    _wakeups.wake([(namespace or "", name)])
+
+
+@kopf.on.event("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
+def _spark_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+    _wakeups.wake([(namespace or "", labels[SPARK.pod_label])])
+
+
+@kopf.on.event("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
+def _flink_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+    _wakeups.wake([(namespace or "", labels[FLINK.pod_label])])
+
+
+# --- the reconciler -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Caches:
+    holds: Mapping[Any, Iterable[Hold]]
+    records: Mapping[tuple[str, str, str], Iterable[_Record]]
+    testbeds: Mapping[Key, Iterable[dict[str, Any]]]
+    applications: Mapping[str, Mapping[Key, Iterable[dict[str, Any]]]]  # by application kind
+    pods: Mapping[str, Mapping[Key, Iterable[dict[str, Any]]]]  # by application kind
+    executors_on_nodes: Mapping[str, Iterable[Key]]
+
+
+@kopf.daemon(GROUP, VERSION, "batchjobs", cancellation_timeout=10)
+async def run_batchjob(
+    *,
+    name: str,
+    namespace: str | None,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **indexes: Any,
+) -> None:
+    key = (namespace or "", name)
+    caches = _Caches(
+        holds=indexes["holds"],
+        records=indexes["scheduling_records"],
+        testbeds=indexes["testbed_tables"],
+        applications={SPARK.kind: indexes["spark_applications"], FLINK.kind: indexes["flink_deployments"]},
+        pods={SPARK.kind: indexes["spark_pods"], FLINK.kind: indexes["flink_pods"]},
+        executors_on_nodes=indexes["executors_on_nodes"],
+    )
+    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
+
+
+def _first(values: Iterable[Any] | None) -> Any:
+    return next(iter(values or ()), None)
+
+
+def _holder(key: Key, caches: _Caches) -> Holder | None:
+    namespace, name = key
+    hold = hold_of(caches.holds, namespace, HoldKind.BATCHJOB, name)
+    if hold is None:
+        return None
+    record: _Record | None = _first(caches.records.get((namespace, hold.scheduling, name)))
+    if record is None or record.scheduling_uid != hold.scheduling_uid:
+        return Holder(hold.scheduling, "")  # held, nothing recorded for it yet
+    reserved = record.state not in ("", JobState.WAITING.value)
+    return Holder(hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt)
+
+
+def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> SlotAssignment | str:
+    """Where the slots are: from the Testbed's spec and slot table; or why that is not known (yet)."""
+    raw = _first(caches.testbeds.get((namespace, action.testbed)))
+    if raw is None:
+        return f"testbed {action.testbed} does not exist"
+    spec = TestbedSpec.model_validate(raw["spec"])
+    table = {slot.id: slot for slot in (TestbedStatus.model_validate(raw["status"]).slots if raw["status"] else [])}
+    unknown = [i for i in action.slots if i not in table]
+    if unknown:
+        return f"testbed {action.testbed} has no slots {', '.join(map(str, unknown))} (yet)"
+    return SlotAssignment(
+        testbed=action.testbed,
+        node_label=spec.node_label,
+        node_ids=tuple(sorted({str(table[i].node_id) for i in action.slots})),
+        slots=action.slots,
+        cpu=spec.resources_per_slot.cpu,
+        memory=spec.resources_per_slot.memory,
+        attempt=action.attempt,
+    )
+
+
+async def _reconcile(
+    key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger
+) -> float | None:
+    namespace, name = key
+    raw_status = dict(body.get("status") or {})
+    try:
+        job = BatchJob.model_validate(
+            {"metadata": dict(body["metadata"]), "spec": dict(body["spec"]), "status": raw_status or None}
+        )
+    except ValidationError as err:  # the API server's schema lets it through; esi's stricter rules do not
+        kopf.event(body, type="Warning", reason="Invalid", message=str(err))
+        return None
+    kind = application_kind(job)
+    raw_application = _first(caches.applications[kind.kind].get(key))
+    pods = list(caches.pods[kind.kind].get(key, ()))
+    application = view_of_application(raw_application, pods) if raw_application is not None else None
+    nodes = set(application.nodes) if application is not None else set()
+    colocated = sorted(
+        {
+            job_name if job_namespace == namespace else f"{job_namespace}/{job_name}"
+            for node in nodes
+            for job_namespace, job_name in caches.executors_on_nodes.get(node, ())
+            if (job_namespace, job_name) != key
+        }
+    )
+    observation = BatchJobObservation(
+        holder=_holder(key, caches),
+        application=application,
+        leftover_pods=len(pods),
+        colocated_jobs=tuple(colocated),
+    )
+    decision = decide_batchjob(job.status, observation, generation=body["metadata"].get("generation"), now=utc_now())
+    resource = _resource(kind)
+    for action in decision.actions:
+        if isinstance(action, DeleteApplication):
+            await ignore(404, client.delete(resource, name, namespace=namespace))
+        elif isinstance(action, CreateApplication):
+            assignment = _assignment(namespace, action, caches)
+            if isinstance(assignment, str):
+                logger.info(f"batchjob {namespace}/{name} waits: {assignment}")
+                return None  # decided again when the Testbed is known
+            manifest = application_manifest(job, assignment, namespace=namespace, uid=body["metadata"]["uid"])
+            await ignore(409, client.create(from_dict(manifest)))
+    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
+    await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())
+    return None

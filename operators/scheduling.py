@@ -1,0 +1,198 @@
+"""The Scheduling reconciler: holds a Scheduling's Testbed and jobs, records its slot decisions, follows it.
+
+A thin shell around ``esi.scheduling_states.decide_scheduling``. Its caches are kopf indexes of the
+Testbeds' published slot tables, the BatchJobs' states and the holds (``esi.holds``); one daemon per
+Scheduling decides whenever one of them changes. A ``Claim`` decision takes the holds all or nothing: it
+creates every Lease it lacks and, when one is held by another Scheduling, deletes those it just created.
+The reconciler is the only writer of the Scheduling's status — the durable record of every reservation.
+Its finalizer lets go of the holds when the Scheduling is deleted; the BatchJobs then release themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+from lightkube import ApiError, AsyncClient
+from lightkube.codecs import from_dict
+from lightkube.resources.coordination_v1 import Lease
+from pydantic import ValidationError
+
+from esi.batchjob import BatchJobState
+from esi.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
+from esi.meta import GROUP, VERSION, utc_now
+from esi.scheduling import SchedulingSpec, SchedulingStatus
+from esi.scheduling_states import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
+from esi.testbed import TestbedStatus
+from kube import SchedulingResource
+from operators.common import Wakeups, hold_of, ignore, post_events, write_status
+
+__all__: list[str] = []
+
+Key = tuple[str, str]  # (namespace, name)
+_wakeups = Wakeups("scheduling")
+
+
+# --- caches ------------------------------------------------------------------------------------------
+
+
+@kopf.index(GROUP, VERSION, "testbeds")
+def testbed_tables(
+    *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[Key, dict[str, Any]]:
+    """Each Testbed's spec and published status (the BatchJob reconciler reads them too)."""
+    return {(namespace or "", name): {"spec": dict(spec), "status": dict(status)}}
+
+
+@kopf.index(GROUP, VERSION, "batchjobs")
+def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **_: Any) -> dict[Key, JobView]:
+    state = str(status.get("state", ""))
+    view = JobView(
+        scheduling=status.get("scheduling"),
+        state=BatchJobState(state) if state in set(BatchJobState) else None,
+        message=status.get("message"),
+        attempt=status.get("attempt"),
+    )
+    return {(namespace or "", name): view}
+
+
+# --- wake-ups: a change concerns the Schedulings of its namespace ------------------------------------------
+
+
+def _wake_namespace(namespace: str | None) -> None:
+    _wakeups.wake_where(lambda key: isinstance(key, tuple) and key[0] == (namespace or ""))
+
+
+@kopf.on.event(GROUP, VERSION, "testbeds")
+def _testbed_changed(*, namespace: str | None, **_: Any) -> None:
+    _wake_namespace(namespace)
+
+
+@kopf.on.event(GROUP, VERSION, "batchjobs")
+def _batchjob_changed(*, namespace: str | None, **_: Any) -> None:
+    _wake_namespace(namespace)
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: kopf.PRESENT})
+def _hold_changed(*, namespace: str | None, **_: Any) -> None:
+    _wake_namespace(namespace)
+
+
+@kopf.on.event(GROUP, VERSION, "schedulings")
+def _scheduling_changed(*, name: str, namespace: str | None, **_: Any) -> None:
+    _wake_namespace(namespace)  # also the others: one that lets go may unblock another
+
+
+# --- the reconciler -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Caches:
+    testbeds: Mapping[Key, Iterable[dict[str, Any]]]
+    jobs: Mapping[Key, Iterable[JobView]]
+    holds: Mapping[Any, Iterable[Hold]]
+
+
+@kopf.daemon(GROUP, VERSION, "schedulings", cancellation_timeout=10)
+async def follow_scheduling(
+    *,
+    name: str,
+    namespace: str | None,
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **indexes: Any,
+) -> None:
+    key = (namespace or "", name)
+    caches = _Caches(indexes["testbed_tables"], indexes["batchjob_states"], indexes["holds"])
+    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
+
+
+@kopf.on.delete(GROUP, VERSION, "schedulings")
+async def release(*, namespace: str | None, uid: str, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    """Let go of everything the Scheduling holds; its BatchJobs then remove their applications themselves."""
+    client: AsyncClient = memo.client
+    async for lease in client.list(Lease, namespace=namespace or "", labels={HOLDER_UID_LABEL: uid}):
+        assert lease.metadata is not None
+        await ignore(404, client.delete(Lease, str(lease.metadata.name), namespace=namespace or ""))
+        logger.info(f"released {lease.metadata.name}")
+
+
+def _first(values: Iterable[Any] | None) -> Any:
+    return next(iter(values or ()), None)
+
+
+async def _reconcile(
+    key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger
+) -> float | None:
+    namespace, name = key
+    if body["metadata"].get("deletionTimestamp"):
+        return None  # the finalizer lets go; nothing more to decide
+    uid = body["metadata"]["uid"]
+    raw_status = dict(body.get("status") or {})
+    try:
+        spec = SchedulingSpec.model_validate(dict(body["spec"]))
+        status = SchedulingStatus.model_validate(raw_status) if raw_status else None
+    except ValidationError as err:  # the API server's schema lets it through; esi's stricter rules do not
+        kopf.event(body, type="Warning", reason="Invalid", message=str(err))
+        return None
+
+    def held_by(kind: HoldKind, held: str) -> str | None:
+        hold = hold_of(caches.holds, namespace, kind, held)
+        if hold is None:
+            return None
+        # A hold left by an earlier Scheduling of the same name is not ours (the collector will remove it).
+        return hold.scheduling if hold.scheduling_uid == uid or hold.scheduling != name else f"{name} (earlier)"
+
+    testbed_name = spec.testbed.name
+    raw_testbed = _first(caches.testbeds.get((namespace, testbed_name)))
+    testbed = None
+    if raw_testbed is not None:
+        table = TestbedStatus.model_validate(raw_testbed["status"]) if raw_testbed["status"] else None
+        testbed = testbed_view(table, held_by(HoldKind.TESTBED, testbed_name))
+    jobs = {
+        job: dataclasses.replace(view, held_by=held_by(HoldKind.BATCHJOB, job))
+        for (job_namespace, job), views in caches.jobs.items()
+        if job_namespace == namespace and (view := _first(views)) is not None
+    }
+    decision = decide_scheduling(
+        spec,
+        status,
+        SchedulingObservation(testbed, jobs),
+        name=name,
+        namespace=namespace,
+        generation=body["metadata"].get("generation"),
+        now=utc_now(),
+    )
+    for action in decision.actions:
+        await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
+    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
+    await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
+    return decision.decide_again_in
+
+
+async def _claim(client: AsyncClient, claim: Claim, *, namespace: str, name: str, uid: str, body: kopf.Body) -> None:
+    """Hold the testbed and every job, all or nothing: on a conflict, let go of what this attempt took."""
+    taken: list[str] = []
+    wanted = [(HoldKind.TESTBED, claim.testbed)] + [(HoldKind.BATCHJOB, job) for job in claim.jobs]
+    for kind, held in wanted:
+        manifest = hold_manifest(kind, held, namespace=namespace, scheduling=name, scheduling_uid=uid)
+        try:
+            await client.create(from_dict(manifest))
+            taken.append(manifest["metadata"]["name"])
+            continue
+        except ApiError as err:
+            if err.status.code != 409:
+                raise
+        existing = await client.get(Lease, hold_name(kind, held), namespace=namespace)
+        hold = read_hold(existing.to_dict())
+        if hold is not None and hold.scheduling_uid == uid:
+            continue  # ours already
+        for lease in taken:
+            await ignore(404, client.delete(Lease, lease, namespace=namespace))
+        holder = hold.scheduling if hold is not None else "someone else"
+        kopf.event(body, type="Normal", reason="Waiting", message=f"{kind.value} {held} is held by scheduling {holder}")
+        return

@@ -1,0 +1,635 @@
+"""The applications esi creates for a run (sized, placed and labelled for their slots), and how they read back.
+
+Executor sizes are checked the way the real operators turn them into pod requests (``spark_executor_pod`` and
+``flink_taskmanager_pod`` below, written from Spark's and the Flink operator's rules, not from esi's code).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from esi.applications import (
+    FLINK,
+    SPARK,
+    ApplicationError,
+    SlotAssignment,
+    application_kind,
+    application_manifest,
+    application_pod_selector,
+    application_view,
+    is_executor_pod,
+)
+from esi.batchjob import BatchJob
+from esi.batchjob_states import ApplicationPhase, ApplicationView
+from esi.names import (
+    ATTEMPT_LABEL,
+    EXECUTOR_PRIORITY_CLASS,
+    JOB_LABEL,
+    ROLE_EXECUTOR,
+    ROLE_LABEL,
+    SCHEDULER_NAME,
+    TESTBED_LABEL,
+)
+from esi.quantity import Quantity
+from tests import manifests
+
+NODE_LABEL = "tuberlin.de/node-with-slots-profiler"
+THESIS_SLOTS = SlotAssignment(
+    testbed="profiler-testbed",
+    node_label=NODE_LABEL,
+    node_ids=("1", "0", "1"),
+    slots=(0, 2, 3),
+    cpu=Quantity("700m"),
+    memory=Quantity("896Mi"),
+)
+MiB = 2**20
+
+
+def spark_job(**spark: Any) -> BatchJob:
+    """The thesis' Spark BatchJob, with ``spark`` merged into its sparkSpec."""
+    return BatchJob.model_validate(manifests.batchjob_manifest(sparkSpec={**copy.deepcopy(manifests.SPARK), **spark}))
+
+
+def flink_job(**flink: Any) -> BatchJob:
+    """The Flink BatchJob of the model tests, with ``flink`` merged into its flinkSpec (None drops a key)."""
+    spec = {**copy.deepcopy(manifests.FLINK), **flink}
+    return BatchJob.model_validate(manifests.batchjob_manifest(sparkSpec=None, flinkSpec=manifests.without_nones(spec)))
+
+
+def build(job: BatchJob, assignment: SlotAssignment = THESIS_SLOTS) -> dict[str, Any]:
+    return application_manifest(job, assignment, namespace="team-a", uid="uid-of-the-batchjob")
+
+
+def slots(cpu: str, memory: str, **changes: Any) -> SlotAssignment:
+    fields: dict[str, Any] = {
+        "testbed": "tb",
+        "node_label": NODE_LABEL,
+        "node_ids": ("0",),
+        "slots": (0, 1),
+        "cpu": Quantity(cpu),
+        "memory": Quantity(memory),
+    } | changes
+    return SlotAssignment(**fields)
+
+
+# --- what the real operators make of a manifest ---------------------------------------------------------------
+
+_SPARK_SIZE = re.compile(r"^([0-9]+)([kmgt]?)b?$")
+
+
+def spark_mib(text: str) -> int:
+    """Spark's reading of executor memory settings: a number with k, m, g or t; MiB without a unit."""
+    match = _SPARK_SIZE.fullmatch(text.strip().lower())
+    assert match, text
+    number, unit = int(match[1]), match[2] or "m"
+    return {"k": number // 1024, "m": number, "g": number * 1024, "t": number * 1024**2}[unit]
+
+
+def spark_executor_pod(executor: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    """(requests, limits) of the pod Spark builds for an executor spec of the Spark operator."""
+    heap = spark_mib(executor["memory"])
+    overhead = spark_mib(executor["memoryOverhead"]) if "memoryOverhead" in executor else max(384, heap // 10)
+    memory = Quantity(f"{heap + overhead}Mi")
+    requests = {"cpu": Quantity(executor.get("coreRequest", executor.get("cores", 1))), "memory": memory}
+    limits = {"memory": memory} | ({"cpu": Quantity(executor["coreLimit"])} if "coreLimit" in executor else {})
+    return requests, limits
+
+
+def flink_mib(text: str) -> int:
+    """Flink's MemorySize for the "<n>m" / "<n>g" forms: m is MiB."""
+    match = re.fullmatch(r"([0-9]+)\s*(m|mb|g|gb)", text.strip().lower())
+    assert match, text
+    return int(match[1]) * (1024 if match[2].startswith("g") else 1)
+
+
+def flink_taskmanager_pod(spec: Mapping[str, Any]) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    """(requests, limits) of a TaskManager pod of the Flink operator (native mode)."""
+    resource = spec["taskManager"]["resource"]
+    conf = spec.get("flinkConfiguration", {})
+    cpu_factor = float(conf.get("kubernetes.taskmanager.cpu.limit-factor", "1.0"))
+    memory_factor = float(conf.get("kubernetes.taskmanager.memory.limit-factor", "1.0"))
+    cpu, mib = float(resource["cpu"]), flink_mib(resource["memory"])
+    requests = {"cpu": Quantity(str(cpu)), "memory": Quantity(f"{mib}Mi")}
+    limits = {"cpu": Quantity(str(cpu * cpu_factor)), "memory": Quantity(f"{int(mib * memory_factor)}Mi")}
+    return requests, limits
+
+
+def slot_size(assignment: SlotAssignment) -> dict[str, Quantity]:
+    return {"cpu": assignment.cpu, "memory": assignment.memory}
+
+
+# --- building: sizes ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory"),
+    [("700m", "896Mi"), ("750m", "3Gi"), ("750m", "6Gi"), ("2", "8Gi"), ("2500m", "1536Mi"), ("1", "600Mi")],
+)
+def test_spark_executors_request_and_are_limited_to_exactly_their_slot(cpu: str, memory: str) -> None:
+    assignment = slots(cpu, memory)
+
+    executor = build(spark_job(), assignment)["spec"]["executor"]
+
+    requests, limits = spark_executor_pod(executor)
+    assert requests == limits == slot_size(assignment)
+    assert executor["instances"] == 2
+    assert executor["cores"] == max(1, -(-Quantity(cpu).millis // 1000))  # task threads: the slot's cpus, rounded up
+
+
+def test_spark_keeps_its_own_default_overhead_where_the_slot_allows_it() -> None:
+    thesis = build(spark_job(), slots("750m", "3Gi"))["spec"]["executor"]
+    large = build(spark_job(), slots("4", "16Gi"))["spec"]["executor"]
+
+    assert (thesis["memory"], thesis["memoryOverhead"]) == ("2688m", "384m")
+    heap, overhead = spark_mib(large["memory"]), spark_mib(large["memoryOverhead"])
+    assert heap + overhead == 16 * 1024
+    assert overhead >= max(384, heap / 10)
+    assert overhead < max(384, heap / 10) + 2  # and hardly more than Spark itself would take
+
+
+def test_spark_executors_in_small_slots_keep_the_heap_spark_needs_to_start() -> None:
+    executor = build(spark_job(), slots("500m", "600Mi"))["spec"]["executor"]
+
+    heap, overhead = spark_mib(executor["memory"]), spark_mib(executor["memoryOverhead"])
+    assert (heap, overhead) == (450, 150)
+
+
+@pytest.mark.parametrize(("cpu", "memory"), [("700m", "896Mi"), ("750m", "3Gi"), ("2", "8Gi"), ("250m", "1536Mi")])
+def test_flink_taskmanagers_request_and_are_limited_to_exactly_their_slot(cpu: str, memory: str) -> None:
+    assignment = slots(cpu, memory)
+
+    spec = build(flink_job(), assignment)["spec"]
+
+    requests, limits = flink_taskmanager_pod(spec)
+    assert requests == limits == slot_size(assignment)
+    assert spec["taskManager"]["replicas"] == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cpu_millis=st.integers(min_value=1, max_value=64_000),
+    memory_mib=st.integers(min_value=1, max_value=512 * 1024),
+    executors=st.integers(min_value=1, max_value=12),
+)
+def test_every_slot_size_gives_executors_of_exactly_that_size(cpu_millis: int, memory_mib: int, executors: int) -> None:
+    assignment = slots(f"{cpu_millis}m", f"{memory_mib}Mi", slots=tuple(range(executors)))
+
+    executor = build(spark_job(), assignment)["spec"]["executor"]
+    flink = build(flink_job(), assignment)["spec"]
+
+    assert spark_executor_pod(executor)[0] == spark_executor_pod(executor)[1] == slot_size(assignment)
+    heap, overhead = spark_mib(executor["memory"]), spark_mib(executor["memoryOverhead"])
+    assert heap >= 1
+    if memory_mib >= 11:
+        assert overhead * 10 >= heap  # the JVM always keeps at least Spark's 10% headroom
+    assert executor["instances"] == executors
+    assert flink_taskmanager_pod(flink)[0] == flink_taskmanager_pod(flink)[1] == slot_size(assignment)
+    assert flink["taskManager"]["replicas"] == executors
+    assert flink["job"]["parallelism"] == executors
+
+
+@pytest.mark.parametrize("memory", ["1G", "1000Mi", "1.5Mi", "896Mi", "3Gi"])
+@pytest.mark.parametrize("job", [spark_job(), flink_job()], ids=["spark", "flink"])
+def test_slot_memory_must_be_whole_mib(job: BatchJob, memory: str) -> None:
+    assignment = slots("1", memory)
+    if Quantity(memory).value % MiB == 0:
+        build(job, assignment)
+        return
+
+    with pytest.raises(ApplicationError, match=r"resourcesPerSlot\.memory") as error:
+        build(job, assignment)
+
+    assert str(Quantity(memory)) in str(error.value)
+
+
+def test_flink_refuses_a_cpu_size_it_cannot_read_exactly() -> None:
+    with pytest.raises(ApplicationError, match=r"resourcesPerSlot\.cpu"):
+        build(flink_job(), slots("123456789.123456789", "1Gi"))
+
+
+@pytest.mark.parametrize(
+    ("conf", "field"),
+    [
+        ({"spark.executor.pyspark.memory": "512m"}, "spark.executor.pyspark.memory"),
+        ({"spark.memory.offHeap.enabled": "TRUE", "spark.memory.offHeap.size": "1g"}, "spark.memory.offHeap.enabled"),
+    ],
+)
+def test_spark_settings_that_would_grow_executors_beyond_their_slot_are_refused(
+    conf: dict[str, str], field: str
+) -> None:
+    with pytest.raises(ApplicationError, match=re.escape(field)):
+        build(spark_job(sparkConf=conf))
+
+
+def test_spark_off_heap_memory_that_is_disabled_is_fine() -> None:
+    spec = build(spark_job(sparkConf={"spark.memory.offHeap.enabled": "false"}))["spec"]
+
+    assert spec["sparkConf"]["spark.memory.offHeap.enabled"] == "false"
+
+
+def test_another_batch_scheduler_is_refused() -> None:
+    with pytest.raises(ApplicationError, match="batchScheduler"):
+        build(spark_job(batchScheduler="volcano"))
+
+
+# --- building: placement, labels, what stays the user's -------------------------------------------------------
+
+USER_AFFINITY: dict[str, Any] = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["broken-node"]}]},
+            ]
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+        ],
+    },
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}
+        ]
+    },
+}
+SLOT_NODES = {"key": NODE_LABEL, "operator": "In", "values": ["0", "1"]}
+
+
+def expected_affinity(user: Mapping[str, Any]) -> dict[str, Any]:
+    """``user``'s affinity with the slot nodes ANDed into each required term."""
+    expected = copy.deepcopy(dict(user))
+    for term in expected["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), SLOT_NODES]
+    return expected
+
+
+def test_the_application_is_named_labelled_and_owned_like_its_batchjob() -> None:
+    for job in (spark_job(), flink_job()):
+        metadata = build(job, slots("1", "1Gi", attempt=3, testbed="tb-7"))["metadata"]
+
+        assert metadata["name"] == job.metadata.name
+        assert metadata["namespace"] == "team-a"
+        assert metadata["labels"] == {
+            "app.kubernetes.io/managed-by": "esi",
+            JOB_LABEL: job.metadata.name,
+            TESTBED_LABEL: "tb-7",
+            ATTEMPT_LABEL: "3",
+        }
+        assert metadata["ownerReferences"] == [
+            {
+                "apiVersion": "esi.tu-berlin.de/v1alpha1",
+                "kind": "BatchJob",
+                "name": job.metadata.name,
+                "uid": "uid-of-the-batchjob",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+
+def test_kinds_and_api_versions() -> None:
+    spark, flink = build(spark_job()), build(flink_job())
+
+    assert (spark["apiVersion"], spark["kind"]) == ("sparkoperator.k8s.io/v1beta2", "SparkApplication")
+    assert (flink["apiVersion"], flink["kind"]) == ("flink.apache.org/v1beta1", "FlinkDeployment")
+    assert application_kind(spark_job()) is SPARK
+    assert application_kind(flink) is FLINK
+    assert (SPARK.plural, FLINK.plural) == ("sparkapplications", "flinkdeployments")
+    assert application_pod_selector(SPARK, "j") == {"sparkoperator.k8s.io/app-name": "j"}
+    assert application_pod_selector(FLINK, "j") == {"app": "j"}
+    with pytest.raises(ApplicationError, match="Deployment"):
+        application_kind({"apiVersion": "apps/v1", "kind": "Deployment"})
+
+
+def test_spark_executors_are_placed_in_the_slot_nodes_and_keep_the_users_labels_and_affinity() -> None:
+    job = spark_job(executor={"labels": {"team": "crawler", ROLE_LABEL: "mine"}, "affinity": USER_AFFINITY})
+
+    executor = build(job)["spec"]["executor"]
+
+    assert executor["labels"] == {
+        "team": "crawler",
+        ROLE_LABEL: ROLE_EXECUTOR,
+        TESTBED_LABEL: "profiler-testbed",
+        JOB_LABEL: "spark-crawler",
+        ATTEMPT_LABEL: "1",
+    }
+    assert executor["affinity"] == expected_affinity(USER_AFFINITY)
+    assert executor["schedulerName"] == SCHEDULER_NAME
+    assert executor["priorityClassName"] == EXECUTOR_PRIORITY_CLASS
+
+
+def test_without_user_affinity_one_term_requires_the_slot_nodes() -> None:
+    executor = build(spark_job())["spec"]["executor"]
+
+    assert executor["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [SLOT_NODES]}]
+            }
+        }
+    }
+
+
+def test_spark_executor_pod_template_gets_the_placement_too() -> None:
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"team": "crawler"}},
+        "spec": {"containers": [{"name": "spark-kubernetes-executor"}], "affinity": USER_AFFINITY},
+    }
+    executor = build(spark_job(sparkVersion="3.5.1", executor={"template": template}))["spec"]["executor"]
+
+    pod = executor["template"]
+    assert (
+        pod["metadata"]["labels"].items()
+        >= {"team": "crawler", ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: "spark-crawler"}.items()
+    )
+    assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
+    assert pod["spec"]["containers"] == template["spec"]["containers"]
+    assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
+
+
+def test_the_spark_driver_is_left_as_the_user_wrote_it() -> None:
+    driver = {
+        "cores": 1,
+        "memory": "2g",
+        "labels": {"version": "3.5"},
+        "serviceAccount": "spark",
+        "affinity": USER_AFFINITY,
+    }
+    job = spark_job(driver=driver, sparkConf={"spark.ui.enabled": "false"})
+
+    spec = build(job)["spec"]
+
+    assert spec["driver"] == driver
+    assert "batchSchedulerOptions" not in spec  # the original put the executor priority class there: on the driver too
+    assert spec["sparkConf"]["spark.ui.enabled"] == "false"
+    assert spec["mainApplicationFile"] == manifests.SPARK["mainApplicationFile"]
+    assert spec["arguments"] == manifests.SPARK["arguments"]
+
+
+def test_a_spark_run_has_exactly_its_executors_and_is_not_restarted_by_the_operator() -> None:
+    job = spark_job(
+        dynamicAllocation={"enabled": True, "maxExecutors": 10},
+        restartPolicy={"type": "OnFailure", "onFailureRetries": 3},
+        sparkConf={
+            "spark.executor.instances": "7",
+            "spark.executor.memory": "4g",
+            "spark.dynamicAllocation.enabled": "true",
+        },
+        executor={"instances": 7, "cores": 4, "memory": "4g", "memoryOverhead": "1g", "coreLimit": "4"},
+    )
+
+    spec = build(job)["spec"]
+
+    assert spec["dynamicAllocation"]["enabled"] is False
+    assert spec["restartPolicy"] == {"type": "Never"}
+    executor = spec["executor"]
+    assert executor["instances"] == 3
+    assert spark_executor_pod(executor)[0] == slot_size(THESIS_SLOTS)
+    conf = spec["sparkConf"]
+    assert conf["spark.dynamicAllocation.enabled"] == "false"
+    assert (conf["spark.executor.instances"], conf["spark.executor.memory"]) == ("3", executor["memory"])
+    assert conf["spark.kubernetes.executor.scheduler.name"] == SCHEDULER_NAME
+
+
+def test_flink_taskmanagers_are_placed_labelled_and_scheduled_by_esi() -> None:
+    user_template: dict[str, Any] = {
+        "metadata": {"labels": {"team": "wordcount"}, "annotations": {"note": "kept"}},
+        "spec": {"containers": [{"name": "flink-main-container", "env": [{"name": "A", "value": "1"}]}]},
+    }
+    common_template = {"spec": {"affinity": USER_AFFINITY, "tolerations": [{"key": "batch", "operator": "Exists"}]}}
+    job = flink_job(taskManager={"podTemplate": user_template}, podTemplate=common_template)
+
+    spec = build(job)["spec"]
+
+    pod = spec["taskManager"]["podTemplate"]
+    assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")
+    assert pod["metadata"]["labels"] == {
+        "team": "wordcount",
+        ROLE_LABEL: ROLE_EXECUTOR,
+        TESTBED_LABEL: "profiler-testbed",
+        JOB_LABEL: "spark-crawler",
+        ATTEMPT_LABEL: "1",
+    }
+    assert pod["metadata"]["annotations"] == {"note": "kept"}
+    assert pod["spec"]["containers"] == user_template["spec"]["containers"]
+    # The operator merges spec.podTemplate under the TaskManager's: the user's affinity there must survive ours.
+    assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
+    assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
+    assert spec["podTemplate"] == common_template  # the JobManager's share, untouched
+
+
+@pytest.mark.parametrize(("task_slots", "parallelism"), [(None, 3), ("1", 3), ("2", 6), (" 4 ", 12)])
+def test_flink_parallelism_fills_exactly_the_taskmanagers(task_slots: str | None, parallelism: int) -> None:
+    conf = {"state.backend": "rocksdb"} | ({} if task_slots is None else {"taskmanager.numberOfTaskSlots": task_slots})
+    job = flink_job(flinkConfiguration=conf)
+
+    spec = build(job)["spec"]
+
+    assert spec["taskManager"]["replicas"] == 3
+    assert spec["job"]["parallelism"] == parallelism
+    assert spec["flinkConfiguration"]["taskmanager.numberOfTaskSlots"] == (task_slots or "1")
+    assert spec["flinkConfiguration"]["state.backend"] == "rocksdb"
+    assert spec["job"]["jarURI"] == "local:///opt/flink/examples/WordCount.jar"
+
+
+@pytest.mark.parametrize("task_slots", ["0", "two", "-1"])
+def test_flink_task_slots_must_be_a_positive_integer(task_slots: str) -> None:
+    with pytest.raises(ApplicationError, match=r"taskmanager\.numberOfTaskSlots"):
+        build(flink_job(flinkConfiguration={"taskmanager.numberOfTaskSlots": task_slots}))
+
+
+def test_flink_job_manager_is_the_users_with_a_default_size() -> None:
+    default = build(flink_job(jobManager=None))["spec"]["jobManager"]
+    partial = build(flink_job(jobManager={"replicas": 1, "resource": {"memory": "2048m"}}))["spec"]["jobManager"]
+    own = build(flink_job())["spec"]["jobManager"]
+
+    assert default == {"resource": {"cpu": 0.2, "memory": "1024m"}}
+    assert partial == {"replicas": 1, "resource": {"cpu": 0.2, "memory": "2048m"}}
+    assert own == manifests.FLINK["jobManager"]
+    assert "schedulerName" not in str(own)
+
+
+def test_the_batchjob_is_never_changed() -> None:
+    spark = spark_job(
+        executor={
+            "labels": {"team": "a"},
+            "affinity": USER_AFFINITY,
+            "template": {"spec": {"affinity": USER_AFFINITY}},
+        },
+        sparkConf={"spark.executor.memory": "4g"},
+        dynamicAllocation={"enabled": True},
+    )
+    flink = flink_job(
+        taskManager={"resource": {"cpu": 4, "memory": "8g"}, "podTemplate": {"spec": {"affinity": USER_AFFINITY}}},
+        flinkConfiguration={"taskmanager.numberOfTaskSlots": "2"},
+        podTemplate={"spec": {"affinity": USER_AFFINITY}},
+    )
+    before = [spark.model_dump(), flink.model_dump()]
+
+    first = [build(spark), build(flink)]
+    second = [build(spark), build(flink)]
+
+    assert [spark.model_dump(), flink.model_dump()] == before
+    assert first == second
+
+
+def test_a_run_needs_slots() -> None:
+    with pytest.raises(ApplicationError, match="no slots"):
+        build(spark_job(), slots("1", "1Gi", slots=()))
+
+
+# --- reading back ---------------------------------------------------------------------------------------------
+
+
+def pod(
+    role: tuple[str, str],
+    node: str | None = None,
+    phase: str = "Pending",
+    *,
+    terminating: bool = False,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": f"p-{node}-{phase}", "labels": dict([role])}
+    if terminating:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": metadata, "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+
+SPARK_EXECUTOR = ("spark-role", "executor")
+SPARK_DRIVER = ("spark-role", "driver")
+TASKMANAGER = ("component", "taskmanager")
+JOBMANAGER = ("component", "jobmanager")
+
+
+def spark_app(state: str | None, error: str = "") -> dict[str, Any]:
+    status = {} if state is None else {"applicationState": {"state": state, "errorMessage": error}}
+    return {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication", "status": status}
+
+
+def flink_app(job_state: str | None, lifecycle: str | None = None, error: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if job_state is not None:
+        status["jobStatus"] = {"state": job_state}
+    if lifecycle is not None:
+        status["lifecycleState"] = lifecycle
+    if error is not None:
+        status["error"] = error
+    return {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "status": status}
+
+
+@pytest.mark.parametrize(
+    ("state", "phase"),
+    [
+        (None, ApplicationPhase.PENDING),
+        ("", ApplicationPhase.PENDING),
+        ("SUBMITTED", ApplicationPhase.PENDING),
+        ("PENDING_RERUN", ApplicationPhase.PENDING),
+        ("INVALIDATING", ApplicationPhase.PENDING),
+        ("UNKNOWN", ApplicationPhase.PENDING),
+        ("RUNNING", ApplicationPhase.RUNNING),
+        ("SUCCEEDING", ApplicationPhase.RUNNING),
+        ("COMPLETED", ApplicationPhase.SUCCEEDED),
+        ("FAILED", ApplicationPhase.FAILED),
+        ("SUBMISSION_FAILED", ApplicationPhase.FAILED),
+        ("FAILING", ApplicationPhase.FAILED),
+    ],
+)
+def test_spark_states(state: str | None, phase: ApplicationPhase) -> None:
+    view = application_view(spark_app(state), [])
+
+    assert view == ApplicationView(phase)
+
+
+@pytest.mark.parametrize(
+    ("job_state", "lifecycle", "phase"),
+    [
+        (None, None, ApplicationPhase.PENDING),
+        ("CREATED", "DEPLOYED", ApplicationPhase.PENDING),
+        ("INITIALIZING", "DEPLOYED", ApplicationPhase.PENDING),
+        ("RECONCILING", "DEPLOYED", ApplicationPhase.PENDING),
+        ("RESTARTING", "STABLE", ApplicationPhase.PENDING),
+        ("RUNNING", "STABLE", ApplicationPhase.RUNNING),
+        ("FINISHED", "STABLE", ApplicationPhase.SUCCEEDED),
+        ("FAILED", "FAILED", ApplicationPhase.FAILED),
+        ("FAILED", "STABLE", ApplicationPhase.FAILED),
+        (None, "FAILED", ApplicationPhase.FAILED),  # the JobManager never came up
+        ("CANCELED", "STABLE", ApplicationPhase.FAILED),
+    ],
+)
+def test_flink_states(job_state: str | None, lifecycle: str | None, phase: ApplicationPhase) -> None:
+    view = application_view(flink_app(job_state, lifecycle), [])
+
+    assert view is not None
+    assert view.phase == phase
+
+
+def test_failure_messages() -> None:
+    spark = application_view(spark_app("FAILED", "driver pod failed: OOMKilled"), [])
+    flink_json = application_view(
+        flink_app("FAILED", "FAILED", '{"type":"org.apache.flink.X","message":"Job failed: boom","throwableList":[]}'),
+        [],
+    )
+    flink_text = application_view(flink_app(None, "FAILED", "plain words"), [])
+
+    assert spark is not None
+    assert spark.message == "driver pod failed: OOMKilled"
+    assert flink_json is not None
+    assert flink_json.message == "Job failed: boom"
+    assert flink_text is not None
+    assert flink_text.message == "plain words"
+
+
+def test_no_application_reads_as_none() -> None:
+    assert application_view(None, [pod(SPARK_EXECUTOR, "n0", "Running")]) is None
+
+
+@pytest.mark.parametrize(
+    ("application", "executor", "other"),
+    [(spark_app("RUNNING"), SPARK_EXECUTOR, SPARK_DRIVER), (flink_app("RUNNING"), TASKMANAGER, JOBMANAGER)],
+    ids=["spark", "flink"],
+)
+def test_only_live_executor_pods_count(
+    application: dict[str, Any], executor: tuple[str, str], other: tuple[str, str]
+) -> None:
+    pods = [
+        pod(other, "n9", "Running"),  # driver / JobManager: scheduled normally, not an executor
+        pod(executor, "n1", "Running"),
+        pod(executor, "n0", "Running"),
+        pod(executor, "n1", "Pending"),  # bound, starting
+        pod(executor),  # not bound yet
+        pod(executor, "n2", "Running", terminating=True),  # being deleted: counts for nothing
+        pod(executor, "n3", "Failed"),  # ended: its replacement counts, its node stays in the record
+    ]
+
+    view = application_view(application, pods)
+
+    assert view == ApplicationView(
+        ApplicationPhase.RUNNING,
+        executors=4,
+        executors_bound=3,
+        executors_running=2,
+        nodes=("n0", "n1", "n3"),
+    )
+
+
+def test_executor_pods_are_known_by_their_operators_labels_or_by_esis() -> None:
+    assert is_executor_pod(pod(SPARK_EXECUTOR))
+    assert is_executor_pod(pod(TASKMANAGER))
+    assert is_executor_pod(pod((ROLE_LABEL, ROLE_EXECUTOR)))
+    assert not is_executor_pod(pod(SPARK_DRIVER))
+    assert not is_executor_pod(pod(JOBMANAGER))
+    assert not is_executor_pod({"metadata": {"name": "bare"}})
+
+
+def test_the_manifest_reads_back_as_its_kind() -> None:
+    for job in (spark_job(), flink_job()):
+        manifest = build(job)
+
+        assert application_kind(manifest) is application_kind(job)
+        assert application_view(manifest, []) == ApplicationView(ApplicationPhase.PENDING)
