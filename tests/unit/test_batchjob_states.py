@@ -187,6 +187,34 @@ def test_a_new_holder_waits_until_the_old_application_is_gone() -> None:
     assert decisions[2].status.scheduling == "sched-b"
 
 
+def test_a_retry_removes_the_failed_application_first_then_runs_again() -> None:
+    failed = ApplicationView(ApplicationPhase.FAILED, message="executor lost")
+    retry_waiting = Holder("sched-a", "tb", (), attempt=2)  # the Scheduling records run 2, slots not yet chosen
+    retry = Holder("sched-a", "tb", (1, 3), attempt=2)
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, failed),
+            BatchJobObservation(retry_waiting, failed, leftover_pods=1),
+            BatchJobObservation(retry_waiting, None, leftover_pods=1),
+            BatchJobObservation(retry_waiting, None),
+            BatchJobObservation(retry, None),
+            BatchJobObservation(retry, app(ApplicationPhase.SUCCEEDED)),
+        ]
+    )
+
+    assert states(decisions) == ["Submitted", "Failed", "Failed", "Failed", "Queued", "Submitted", "Succeeded"]
+    assert [d.status.attempt for d in decisions] == [1, 1, 1, 1, 2, 2, 2]
+    assert decisions[2].actions == (DeleteApplication(),)
+    assert decisions[3].actions == (), "nothing is created while pods of the failed run remain"
+    assert decisions[5].actions == (CreateApplication("tb", (1, 3), attempt=2),)
+    history = decisions[-1].status.runs
+    assert [(r.attempt, r.slots, r.outcome) for r in history] == [
+        (1, [0, 2], RunOutcome.FAILED),
+        (2, [1, 3], RunOutcome.SUCCEEDED),
+    ]
+
+
 def test_a_finished_job_does_not_run_again_for_the_same_scheduling() -> None:
     decisions = run(
         [
