@@ -57,10 +57,12 @@ format: venv ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-crds: venv ## regenerate crds/ from the models in esi/
+crds: venv ## regenerate crds/ from the models in esi/ (and crds/sim/ from sim/crds.py)
 	$(BIN)/python -m infra.crds
+	$(BIN)/python -m sim.crds
 
 bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender
 	$(BIN)/python -m bench.ghosts
 	$(BIN)/python -m bench.placement
+	$(BIN)/python -m bench.jobs

@@ -18,45 +18,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import socket
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from lightkube import Client, KubeConfig
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.crds import DEFINITIONS, crd
-from esi.meta import API_VERSION, GROUP, VERSION
+from bench.stack import local_stack
+from esi.meta import API_VERSION
 from esi.names import (
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
     ROLE_EXECUTOR,
     ROLE_LABEL,
+    SCHEDULER_NAME,
     SLOT_LABEL,
     TESTBED_LABEL,
 )
-from esi.priority import priority_classes
-from infra.local_cluster import LocalCluster, NodeSpec
+from infra.local_cluster import NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 
 TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-
-Scheduling = create_namespaced_resource(GROUP, VERSION, "Scheduling", "schedulings")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(what: str, probe: Callable[[], bool], timeout: float) -> None:
@@ -120,46 +107,14 @@ def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
 
 
 def run(nodes: int, per_node: int, qps: float, burst: int, keep_logs: Path | None = None) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="esi-bench-"))
-    cluster = LocalCluster("bench-placement", workdir)
     executors = nodes * per_node
-    try:
-        started = time.monotonic()
-        cluster.create()
-        items = [crd(d) for d in DEFINITIONS] + priority_classes()
-        cluster.kubectl(
-            "apply",
-            "--server-side",
-            "-f",
-            "-",
-            input_text=json.dumps({"kind": "List", "apiVersion": "v1", "items": items}),
-        )
-        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        # Full nodes: the slots' ghosts take all of each testbed node, so every executor needs a preemption.
-        cpu, memory = str(per_node), f"{per_node}Gi"
-        specs = [NodeSpec(f"tb-{i}", cpu, memory, labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
-        specs += [NodeSpec(f"base-{i}", cpu, memory, labels={BASELINE_NODE: str(i)}) for i in range(nodes)]
-        cluster.add_nodes(specs, timeout=600)
-        print(f"cluster with {2 * nodes} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
-
-        port = _free_port()
-        kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
-        cluster.start_process("esi-operators", [sys.executable, "-m", "operators", kubeconfig])
-        cluster.start_process(
-            "esi-api", [sys.executable, "-m", "api", kubeconfig, f"--port={port}", "--log-level=warning"]
-        )
-        schedulers = [
-            SecondScheduler(
-                cluster,
-                SecondSchedulerSettings("esi-scheduler", f"http://127.0.0.1:{port}/extender", qps=qps, burst=burst),
-            ),
-            SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst)),
-        ]
-        for scheduler in schedulers:
-            scheduler.start()
-        print(f"both schedulers: client qps {qps:g}, burst {burst}; percentageOfNodesToScore 100", flush=True)
-
-        client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-bench")
+    # Full nodes: the slots' ghosts take all of each testbed node, so every executor needs a preemption.
+    cpu, memory = str(per_node), f"{per_node}Gi"
+    specs = [NodeSpec(f"tb-{i}", cpu, memory, labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
+    specs += [NodeSpec(f"base-{i}", cpu, memory, labels={BASELINE_NODE: str(i)}) for i in range(nodes)]
+    with local_stack("bench-placement", specs, qps=qps, burst=burst, keep_logs=keep_logs) as stack:
+        cluster, client = stack.cluster, stack.client
+        SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst)).start()
         testbed = {
             "apiVersion": API_VERSION,
             "kind": "Testbed",
@@ -226,7 +181,7 @@ def run(nodes: int, per_node: int, qps: float, burst: int, keep_logs: Path | Non
         esi_pods = [
             _pod(
                 f"job-{k}-exec-{e}",
-                "esi-scheduler",
+                SCHEDULER_NAME,
                 {TESTBED_NODE: str(k)},
                 labels | {JOB_LABEL: f"job-{k}"},
                 EXECUTOR_PRIORITY_CLASS,
@@ -244,11 +199,6 @@ def run(nodes: int, per_node: int, qps: float, burst: int, keep_logs: Path | Non
             f"  baseline (plain scheduler, pinned): {base_seconds:6.1f}s  {executors / base_seconds:6.1f} pods/s\n"
             f"  ratio esi / baseline time: {esi_seconds / base_seconds:.2f}"
         )
-    finally:
-        if keep_logs is not None:
-            shutil.copytree(cluster.logs_dir, keep_logs, dirs_exist_ok=True)
-            print(f"component logs copied to {keep_logs}")
-        cluster.delete()
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from esi.batchjob import BatchJob
 from esi.batchjob_states import ApplicationPhase, ApplicationView
-from esi.meta import API_VERSION
+from esi.meta import API_VERSION, deep_merged
 from esi.names import (
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
@@ -395,7 +395,7 @@ def _flink_spec(
     template = task_manager.get("podTemplate")
     # The operator deep-merges spec.podTemplate under the TaskManager's, lists replaced whole: the affinity
     # the TaskManagers would get is that merge, and ours must contain all of it.
-    user_affinity = _merged(
+    user_affinity = deep_merged(
         ((spec.get("podTemplate") or {}).get("spec") or {}).get("affinity") or {},
         ((template or {}).get("spec") or {}).get("affinity") or {},
     )
@@ -419,17 +419,6 @@ def _flink_task_slots(value: object) -> int:
             f'spec.flinkSpec.flinkConfiguration["{_FLINK_SLOTS_KEY}"] is {value!r}, not a positive integer'
         )
     return slots
-
-
-def _merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """``overlay`` deep-merged onto ``base``: mappings merged key by key, anything else replaced."""
-    merged = copy.deepcopy(dict(base))
-    for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
 
 
 # --- reading back -------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ status only when it did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final
@@ -29,6 +30,7 @@ __all__ = [
     "ObjectMeta",
     "ObjectReference",
     "ReconciledStatus",
+    "deep_merged",
     "find_condition",
     "set_condition",
     "set_conditions",
@@ -192,6 +194,17 @@ def set_conditions(
             updated, type_, status, reason, message, now=now, observed_generation=observed_generation
         )
     return updated
+
+
+def deep_merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` deep-merged onto ``base`` (both left as they are): mappings key by key, the rest replaced."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def utc_now() -> datetime:

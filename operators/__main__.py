@@ -1,4 +1,4 @@
-"""Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL]``.
+"""Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL] [--log-level LEVEL]``.
 
 The Testbed, BatchJob and Scheduling reconcilers run in one kopf operator, cluster-wide.
 """
@@ -6,6 +6,7 @@ The Testbed, BatchJob and Scheduling reconcilers run in one kopf operator, clust
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 import kopf
@@ -15,7 +16,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m operators", description=__doc__)
     parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, then in-cluster)")
     parser.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://127.0.0.1:8081/healthz")
+    levels = ["debug", "info", "warning", "error"]
+    parser.add_argument("--log-level", default="warning", choices=levels, help="(default: %(default)s)")
     args = parser.parse_args()
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     # Importing a reconciler's module registers its handlers with kopf.

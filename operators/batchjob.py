@@ -69,7 +69,13 @@ def scheduling_records(
     }
 
 
-def _application_index(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+@kopf.index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})
+def spark_applications(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return {(namespace or "", name): dict(body)}
+
+
+@kopf.index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})
+def flink_deployments(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 
 
@@ -83,14 +89,6 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
         "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
         "status": {"phase": body.get("status", {}).get("phase")},
     }
-
-
-spark_applications = kopf.index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})(
-    _application_index
-)
-flink_deployments = kopf.index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})(
-    _application_index
-)
 
 
 @kopf.index("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})

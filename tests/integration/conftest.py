@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sys
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
@@ -24,7 +22,8 @@ from esi.slot_index import SlotIndex
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from tests.conftest import locked
-from tests.integration.kube import namespace_manifest, priority_class, wait_for
+from tests.integration.kube import ensure_process, namespace_manifest, priority_class
+from tests.integration.sim_fixtures import esi_sim, sim_crds, sim_garbage_collected  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="session")
@@ -66,57 +65,48 @@ def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) ->
 
     They watch the whole cluster, so all pytest workers share one process: the first starts it.
     """
-    port_file = esi_crds.directory / "operators.port"
-    with locked(esi_crds.directory / "operators.lock"):
-        if not esi_crds.process_running("esi-operators"):
-            port = _free_port()
-            esi_crds.start_process(
-                "esi-operators",
-                [
-                    sys.executable,
-                    "-m",
-                    "operators",
-                    f"--kubeconfig={esi_crds.kubeconfig}",
-                    f"--liveness=http://127.0.0.1:{port}/healthz",
-                ],
-            )
-            port_file.write_text(str(port))
-    url = f"http://127.0.0.1:{port_file.read_text()}/healthz"
-    wait_for("the operators to report live", lambda: _live(url), timeout=60)
+    ensure_operators(esi_crds)
     return esi_crds
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def ensure_operators(cluster: LocalCluster) -> None:
+    """Start ``python -m operators`` for the cluster unless it runs; return once it reports live."""
+    ensure_process(
+        cluster,
+        "esi-operators",
+        lambda port: [
+            sys.executable,
+            "-m",
+            "operators",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--liveness=http://127.0.0.1:{port}/healthz",
+        ],
+    )
 
 
-def _live(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
-            return bool(response.status == 200)
-    except OSError:
-        return False
+def kill_operators(cluster: LocalCluster) -> None:
+    """What a crash does: the process is killed at once (no SIGTERM grace), whatever it was doing."""
+    with locked(cluster.directory / "esi-operators.lock"):
+        cluster.stop_process("esi-operators", timeout=0)
 
 
 @pytest.fixture(scope="session")
-def esi_stack(esi_operators: LocalCluster, esi_sim: LocalCluster) -> LocalCluster:
+def esi_stack(
+    esi_operators: LocalCluster,
+    esi_sim: LocalCluster,  # noqa: F811 (the fixture imported above)
+    sim_garbage_collected: LocalCluster,  # noqa: F811 (applications' pods go with them: GC follows the new kinds)
+) -> LocalCluster:
     """The whole local esi: its reconcilers, the simulated Spark/Flink operator, the API (with the extender)
     and the second kube-scheduler ``esi-scheduler`` calling it — as ``make up`` runs them. One per session."""
-    port_file = esi_operators.directory / "api.port"
-    with locked(esi_operators.directory / "stack.lock"):
-        if not esi_operators.process_running("esi-api"):
-            port = _free_port()
-            esi_operators.start_process(
-                "esi-api",
-                [sys.executable, "-m", "api", f"--kubeconfig={esi_operators.kubeconfig}", f"--port={port}"],
-            )
-            port_file.write_text(str(port))
-            wait_for("the API to report live", lambda: _live(f"http://127.0.0.1:{port}/healthz"), timeout=60)
-            extender = f"http://127.0.0.1:{port}/extender"
-            SecondScheduler(esi_operators, SecondSchedulerSettings(SCHEDULER_NAME, extender)).start()
-    wait_for("the API to report live", lambda: _live(f"http://127.0.0.1:{port_file.read_text()}/healthz"), timeout=60)
+    kubeconfig = f"--kubeconfig={esi_operators.kubeconfig}"
+    port = ensure_process(
+        esi_operators, "esi-api", lambda port: [sys.executable, "-m", "api", kubeconfig, f"--port={port}"]
+    )
+    settings = SecondSchedulerSettings(SCHEDULER_NAME, f"http://127.0.0.1:{port}/extender")
+    with locked(esi_operators.directory / "esi-scheduler.lock"):
+        scheduler = SecondScheduler(esi_operators, settings)
+        if not scheduler.running():
+            scheduler.start()
     return esi_operators
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -13,6 +15,7 @@ from lightkube.resources.core_v1 import Pod
 
 from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
+from tests.conftest import locked
 from tests.manifests import testbed_manifest
 
 T = TypeVar("T")
@@ -122,3 +125,31 @@ def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_
         nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot={"cpu": "1", "memory": "1Gi"}
     )
     create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def live(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[str]], timeout: float = 60) -> int:
+    """Start a component of the session's cluster once for all pytest workers (``argv`` given the port its
+    ``/healthz`` is to answer on); return that port once it answers."""
+    port_file = cluster.directory / f"{name}.port"
+    with locked(cluster.directory / f"{name}.lock"):
+        if not cluster.process_running(name):
+            port = free_port()
+            cluster.start_process(name, argv(port))
+            port_file.write_text(str(port))
+    port = int(port_file.read_text())
+    wait_for(f"{name} to report live", lambda: live(f"http://127.0.0.1:{port}/healthz"), timeout=timeout)
+    return port

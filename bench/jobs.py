@@ -1,0 +1,179 @@
+"""Scheduling latency: from a Scheduling's creation until all executors of its job run in their slots.
+
+``python -m bench.jobs [--jobs 30] [--executors 4] [--nodes 4] [--slots-per-node 2]``. A fresh local stack
+(``bench.stack``: reconcilers, simulated Spark operator, API with the extender, second scheduler) with a
+Testbed of ``--nodes`` full nodes. One job at a time: create a Scheduling for ``--executors`` executors of a
+Spark BatchJob and time until every executor pod runs (checked: each in a slot reserved for the job, on that
+slot's node); then delete the Scheduling and wait for the Testbed to be Ready again. That is the whole path:
+hold, reservation, application, simulated operator, filter, preemption of the ghosts, binding.
+
+Baseline, same run: after each esi trial, the same number of pods of the same size pinned (node selector)
+to the same nodes' twins — empty nodes outside the Testbed — and placed by the cluster's own kube-scheduler.
+Prints p50/p99 of both and their ratio. Figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
+
+from bench.stack import local_stack
+from esi.meta import API_VERSION
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from infra.local_cluster import LocalCluster, NodeSpec
+
+TESTBED_NODE = "esi.bench/testbed-node"
+TWIN_NODE = "esi.bench/twin-of"
+DRIVER_NODE = "esi.bench/drivers"
+NAMESPACE = "default"
+SPARK = {
+    "type": "Scala",
+    "sparkVersion": "3.5.0",
+    "image": "spark:3.5.0",
+    "mainClass": "org.apache.spark.examples.SparkPi",
+    "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+    # Drivers are scheduled normally; they get a node of their own so they never crowd the baseline's twins.
+    "driver": {"cores": 1, "memory": "512m", "nodeSelector": {DRIVER_NODE: "true"}},
+}
+
+
+def _wait(what: str, probe: Callable[[], Any], timeout: float = 300, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+    return value
+
+
+def _running(client: Client, labels: dict[str, str], count: int) -> list[Pod] | None:
+    pods = [
+        p
+        for p in client.list(Pod, namespace=NAMESPACE, labels=labels)  # type: ignore[arg-type]
+        if p.status is not None and p.status.phase == "Running" and p.metadata and not p.metadata.deletionTimestamp
+    ]
+    return pods if len(pods) >= count else None
+
+
+def _testbed_status(cluster: LocalCluster) -> dict[str, Any]:
+    out = cluster.kubectl("get", "testbed", "tb", "-n", NAMESPACE, "-o", "jsonpath={.status}")
+    found: dict[str, Any] = json.loads(out) if out else {}
+    return found
+
+
+def _create(cluster: LocalCluster, manifest: dict[str, Any]) -> None:
+    cluster.kubectl("create", "-n", NAMESPACE, "-f", "-", input_text=json.dumps(manifest))
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return cuts[49], cuts[98]
+
+
+def _baseline(client: Client, nodes: list[str], trial: int) -> float:
+    """Seconds until plain pods, pinned to the twins of ``nodes``, run under the default scheduler."""
+    label = f"baseline-{trial}"
+    size = {"cpu": "1", "memory": "1Gi"}
+    started = time.monotonic()
+    for i, node in enumerate(nodes):
+        manifest = {
+            "metadata": {"name": f"{label}-{i}", "namespace": NAMESPACE, "labels": {"bench": label}},
+            "spec": {
+                "nodeSelector": {TWIN_NODE: node},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "pause", "resources": {"requests": size, "limits": size}}],
+            },
+        }
+        client.create(cast(Pod, Pod.from_dict(manifest)))
+    _wait("baseline pods to run", lambda: _running(client, {"bench": label}, len(nodes)))
+    seconds = time.monotonic() - started
+    for i in range(len(nodes)):
+        client.delete(Pod, f"{label}-{i}", namespace=NAMESPACE, grace_period=0)
+    return seconds
+
+
+def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | None) -> None:
+    size = {"cpu": "1", "memory": "1Gi"}
+    cpu, memory = str(per_node), f"{per_node}Gi"
+    specs = [NodeSpec(f"tb-{i}", cpu, memory, labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
+    specs += [NodeSpec(f"twin-{i}", cpu, memory, labels={TWIN_NODE: f"tb-{i}"}) for i in range(nodes)]
+    specs.append(NodeSpec("drivers", "64", "256Gi", labels={DRIVER_NODE: "true"}))
+    # Long runs: the executors are still running when they are counted; the Scheduling's deletion ends them.
+    with local_stack("bench-jobs", specs, sim=["--default-runtime=600"], keep_logs=keep_logs) as stack:
+        cluster, client = stack.cluster, stack.client
+        testbed = {"nodeLabel": TESTBED_NODE, "slotsPerNode": per_node, "resourcesPerSlot": size}
+        _create(cluster, {"apiVersion": API_VERSION, "kind": "Testbed", "metadata": {"name": "tb"}, "spec": testbed})
+        _wait("the Testbed to be Ready", lambda: _testbed_status(cluster).get("state") == "Ready", timeout=300)
+        slot_nodes = {s["id"]: s["nodeName"] for s in _testbed_status(cluster)["slots"]}
+        esi_seconds: list[float] = []
+        base_seconds: list[float] = []
+        for trial in range(jobs):
+            job = f"job-{trial}"
+            _create(cluster, {"apiVersion": API_VERSION, "kind": "BatchJob", "metadata": {"name": job},
+                              "spec": {"sparkSpec": SPARK}})  # fmt: skip
+            scheduling = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
+            started = time.monotonic()
+            _create(cluster, {"apiVersion": API_VERSION, "kind": "Scheduling", "metadata": {"name": job},
+                              "spec": scheduling})  # fmt: skip
+            selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+            pods: list[Pod] = _wait(
+                f"the executors of {job} to run",
+                lambda: _running(client, selector, executors),  # noqa: B023
+            )
+            esi_seconds.append(time.monotonic() - started)
+            placed = []
+            for pod in pods:
+                assert pod.metadata is not None
+                assert pod.metadata.labels is not None
+                assert pod.spec is not None
+                slot, node = int(pod.metadata.labels[SLOT_LABEL]), str(pod.spec.nodeName)
+                if node != slot_nodes[slot]:
+                    raise SystemExit(f"{pod.metadata.name} in slot {slot} ran on {node}, not {slot_nodes[slot]}")
+                placed.append(node)
+            base_seconds.append(_baseline(client, placed, trial))
+            print(f"  {job}: esi {esi_seconds[-1]:5.2f}s   baseline {base_seconds[-1]:5.2f}s", flush=True)
+            cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
+            _wait(
+                "the Testbed to be Ready again",
+                lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,
+            )
+        esi_p50, esi_p99 = _percentiles(esi_seconds)
+        base_p50, base_p99 = _percentiles(base_seconds)
+        print(
+            f"\n{jobs} jobs x {executors} executors, Testbed {nodes} nodes x {per_node} slots (full nodes), "
+            f"2-core machine, KWOK nodes:\n"
+            f"  esi, Scheduling created -> all executors running in their slots: "
+            f"p50 {esi_p50:.2f}s  p99 {esi_p99:.2f}s\n"
+            f"  baseline, pinned pods by the default kube-scheduler:             "
+            f"p50 {base_p50:.2f}s  p99 {base_p99:.2f}s\n"
+            f"  ratio esi / baseline: p50 x{esi_p50 / base_p50:.1f}  p99 x{esi_p99 / base_p99:.1f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.jobs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=30, help="trials, one job each (default: %(default)s)")
+    parser.add_argument("--executors", type=int, default=4, help="executors per job (default: %(default)s)")
+    parser.add_argument("--nodes", type=int, default=4, help="Testbed nodes (default: %(default)s)")
+    parser.add_argument("--slots-per-node", type=int, default=2, help="(default: %(default)s)")
+    parser.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the components' logs here at the end")
+    args = parser.parse_args()
+    if args.executors > args.nodes * args.slots_per_node:
+        parser.error("--executors cannot exceed the Testbed's slots (--nodes x --slots-per-node)")
+    run(args.jobs, args.executors, args.nodes, args.slots_per_node, args.keep_logs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""A fresh local esi stack for a benchmark: cluster, CRDs, priority classes, nodes, and esi's processes.
+
+The benchmarks measure the real thing: kube-apiserver + etcd, KWOK nodes, ``python -m operators``,
+``python -m api`` (the extender) and the second kube-scheduler ``esi-scheduler`` calling it; with ``sim``,
+also the simulated Spark/Flink operator (``python -m sim``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from lightkube import Client, KubeConfig
+
+from esi.crds import DEFINITIONS, crd
+from esi.names import SCHEDULER_NAME
+from esi.priority import priority_classes
+from infra.local_cluster import LocalCluster, NodeSpec
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from sim.crds import application_crds
+
+__all__ = ["Stack", "local_stack"]
+
+
+@dataclass(frozen=True)
+class Stack:
+    cluster: LocalCluster
+    client: Client
+    extender_url: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _live(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def local_stack(
+    name: str,
+    nodes: Sequence[NodeSpec],
+    *,
+    qps: float = SecondSchedulerSettings.qps,
+    burst: int = SecondSchedulerSettings.burst,
+    sim: Sequence[str] | None = None,
+    keep_logs: Path | None = None,
+) -> Iterator[Stack]:
+    """The stack, deleted afterwards; ``sim``: arguments of ``python -m sim`` (None: no simulator)."""
+    cluster = LocalCluster(name, Path(tempfile.mkdtemp(prefix="esi-bench-")))
+    try:
+        started = time.monotonic()
+        cluster.create()
+        items = [crd(d) for d in DEFINITIONS] + application_crds() + priority_classes()
+        cluster.kubectl(
+            "apply",
+            "--server-side",
+            "-f",
+            "-",
+            input_text=json.dumps({"kind": "List", "apiVersion": "v1", "items": items}),
+        )
+        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        cluster.add_nodes(nodes, timeout=600)
+        print(f"cluster with {len(nodes)} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
+
+        kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
+        port = _free_port()
+        cluster.start_process("esi-operators", [sys.executable, "-m", "operators", kubeconfig])
+        cluster.start_process(
+            "esi-api", [sys.executable, "-m", "api", kubeconfig, f"--port={port}", "--log-level=warning"]
+        )
+        if sim is not None:
+            cluster.start_process("esi-sim", [sys.executable, "-m", "sim", kubeconfig, *sim])
+        deadline = time.monotonic() + 60
+        while not _live(f"http://127.0.0.1:{port}/healthz"):
+            if time.monotonic() > deadline:
+                raise SystemExit("the API did not come up within 60 s")
+            time.sleep(0.2)
+        extender_url = f"http://127.0.0.1:{port}/extender"
+        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)).start()
+        print(f"{SCHEDULER_NAME}: client qps {qps:g}, burst {burst}; percentageOfNodesToScore 100", flush=True)
+        client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-bench")
+        try:
+            yield Stack(cluster, client, extender_url)
+        finally:
+            client.close()
+    finally:
+        if keep_logs is not None:
+            shutil.copytree(cluster.logs_dir, keep_logs, dirs_exist_ok=True)
+            print(f"component logs copied to {keep_logs}")
+        cluster.delete()

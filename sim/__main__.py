@@ -1,0 +1,140 @@
+"""Run the simulated Spark and Flink operators: ``python -m sim --kubeconfig PATH [options]``.
+
+Acts on every SparkApplication (sparkoperator.k8s.io/v1beta2) and FlinkDeployment (flink.apache.org/v1beta1)
+in the cluster as the kubeflow Spark operator and the Apache Flink Kubernetes operator would, creating
+their pods and reporting their status, for a local cluster whose nodes run no containers. A run starts
+when all its executors (TaskManagers) run and lasts what the co-location table says for its job (the pod
+label esi.tu-berlin.de/job, else the application's name) next to the jobs of other applications'
+executors on the same nodes, times --time-scale. Install the CRDs first (crds/sim/, or
+sim.crds.application_crds()); the simulator runs beside esi's operators (python -m operators).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import kopf
+
+from sim.lifecycle import SimSettings
+from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError
+
+
+def _base(text: str) -> tuple[str, float]:
+    job, sep, seconds = text.partition("=")
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = math.nan
+    if not sep or not job or not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected JOB=SECONDS with positive seconds, not {text!r}")
+    return job, value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, not {text!r}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, then in-cluster)")
+    parser.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://127.0.0.1:8082/healthz")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        default=DEFAULT_TABLE,
+        help="co-location table, CSV job,colocated_with,mean_runtime_s,samples (default: the thesis' table)",
+    )
+    parser.add_argument(
+        "--base",
+        type=_base,
+        action="append",
+        default=[],
+        metavar="JOB=SECONDS",
+        help="runtime of JOB alone (default: its smallest runtime in the table, else --default-runtime); repeatable",
+    )
+    parser.add_argument(
+        "--default-runtime",
+        type=_positive,
+        default=60.0,
+        metavar="SECONDS",
+        help="runtime of a job the table does not know (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unknown-pair-factor",
+        type=_positive,
+        default=1.2,
+        metavar="FACTOR",
+        help="a job next to a job the table has no row for runs base x FACTOR (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=_positive,
+        default=1.0,
+        metavar="FACTOR",
+        help="wall-clock seconds per modelled second, e.g. 0.01 runs 444 s in 4.44 s (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--failure-rate",
+        type=_probability,
+        default=0.0,
+        metavar="P",
+        help="chance that a run fails at its end instead of completing (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random failures; same seed, same failures (default: 0)"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        model = InterferenceModel.from_csv(
+            args.table,
+            bases=dict(args.base),
+            default_runtime=args.default_runtime,
+            unknown_pair_factor=args.unknown_pair_factor,
+            time_scale=args.time_scale,
+        )
+    except (OSError, ModelError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    import sim.controller  # noqa: F401, PLC0415 (registers its handlers with kopf)
+
+    settings = SimSettings(model, failure_rate=args.failure_rate, seed=args.seed)
+    kopf.run(
+        clusterwide=True,
+        standalone=True,
+        liveness_endpoint=args.liveness,
+        memo=kopf.Memo(sim_settings=settings),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""The kopf shell of the simulated operators: caches, a work queue, and the writes ``sim.lifecycle`` asks for.
+
+kopf *indexes* are the caches: every SparkApplication and FlinkDeployment by uid, the simulated pods by
+their application's uid, and the executors bound to each node (for co-location). kopf fills them from its
+watches and starts no other handler until all of them hold the first complete listing, so when the
+``on.event`` handlers queue an application, the caches already show the whole cluster — a restarted
+simulator never mistakes "not listed yet" for "deleted".
+
+One worker takes applications off the queue and decides (``lifecycle.decide``) on what the caches show;
+an application is queued again when it or one of its pods changes, when its run is due to end, after a
+refused write (a second later), and every ``RESYNC_SECONDS``. Writes to an application are merge patches
+that carry the resourceVersion the decision was made on, so the API server refuses (409) a decision taken
+on a view that has moved on; pods are created under names fixed by the application, so creating one twice
+is harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted
+application's pods are removed by the garbage collector through their owner references.
+
+kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to
+the prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf
+operator, which uses ``esi.tu-berlin.de``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import heapq
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import httpx2
+import kopf
+from lightkube import ApiError, AsyncClient
+from lightkube.codecs import from_dict
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Pod, PodStatus
+from lightkube.types import PatchType
+
+from sim.crds import FLINK, SPARK
+from sim.lifecycle import (
+    Annotate,
+    CreatePod,
+    Decision,
+    DeletePod,
+    EndPod,
+    Observation,
+    SimSettings,
+    WriteStatus,
+    decide,
+    rejected,
+)
+from sim.names import APP_UID_LABEL, PREFIX
+from sim.pods import NodeExecutor, PodView, ended_pod_status, node_executor, pod_view
+
+__all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch"]
+
+FIELD_MANAGER: Final = "esi-sim"
+RESYNC_SECONDS: Final = 30.0
+RETRY_SECONDS: Final = 1.0
+
+_RESOURCES: Final = {t.kind: create_namespaced_resource(t.group, t.version, t.kind, t.plural) for t in (SPARK, FLINK)}
+_log = logging.getLogger("sim")
+
+
+class WorkQueue:
+    """Application uids to decide on, each queued once, at its earliest due time (``loop.time()``)."""
+
+    def __init__(self) -> None:
+        self._due: dict[str, float] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._changed = asyncio.Event()
+
+    def add(self, key: str, delay: float = 0.0) -> None:
+        due = asyncio.get_running_loop().time() + max(delay, 0.0)
+        if key in self._due and self._due[key] <= due:
+            return
+        self._due[key] = due
+        heapq.heappush(self._heap, (due, key))
+        self._changed.set()
+
+    async def get(self) -> str:
+        loop = asyncio.get_running_loop()
+        while True:
+            while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+                heapq.heappop(self._heap)  # superseded by an earlier due time, or already taken
+            now = loop.time()
+            if self._heap and self._heap[0][0] <= now:
+                _, key = heapq.heappop(self._heap)
+                del self._due[key]
+                return key
+            self._changed.clear()
+            timeout = self._heap[0][0] - now if self._heap else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``: removed keys become null."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in old or before != value:
+            patch[key] = copy.deepcopy(value)
+    return patch
+
+
+# --- caches ------------------------------------------------------------------------------------------------
+# An index handler answers {} when an object no longer belongs in the index: kopf keeps an object's earlier
+# entries when a handler returns None.
+
+
+def _snapshot(body: kopf.Body) -> dict[str, Any]:
+    return copy.deepcopy(dict(body))
+
+
+@kopf.index(SPARK.group, SPARK.version, SPARK.plural)
+def sim_spark_applications(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    return {uid: _snapshot(body)} if uid else {}
+
+
+@kopf.index(FLINK.group, FLINK.version, FLINK.plural)
+def sim_flink_deployments(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    return {uid: _snapshot(body)} if uid else {}
+
+
+@kopf.index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
+def sim_pods(*, body: kopf.Body, **_: Any) -> dict[str, PodView]:
+    view = pod_view(body)
+    return {view.app_uid: view} if view is not None else {}
+
+
+@kopf.index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
+def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
+    view = pod_view(body)
+    held = node_executor(view) if view is not None else None
+    return {held[0]: held[1]} if held is not None else {}
+
+
+@dataclass(frozen=True)
+class _Caches:
+    applications: tuple[Mapping[str, Iterable[dict[str, Any]]], ...]
+    pods: Mapping[str, Iterable[PodView]]
+    node_executors: Mapping[str, Iterable[NodeExecutor]]
+
+    def application(self, uid: str) -> dict[str, Any] | None:
+        return next((app for index in self.applications for app in index.get(uid, ())), None)
+
+    def uids(self) -> set[str]:
+        return {uid for index in self.applications for uid in index}
+
+
+# --- wiring ------------------------------------------------------------------------------------------------
+
+
+@kopf.on.startup()
+async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: Any) -> None:
+    settings.posting.level = logging.WARNING
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
+    settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    caches = _Caches(
+        (indexes["sim_spark_applications"], indexes["sim_flink_deployments"]),
+        indexes["sim_pods"],
+        indexes["sim_node_executors"],
+    )
+    memo.client = AsyncClient(field_manager=FIELD_MANAGER)
+    memo.queue = WorkQueue()
+    memo.listed = asyncio.Event()
+    memo.tasks = [
+        asyncio.create_task(_work(memo.client, caches, memo.queue, memo.sim_settings), name="sim worker"),
+        asyncio.create_task(_resync(caches, memo.queue, memo.listed), name="sim resync"),
+    ]
+
+
+@kopf.on.cleanup()
+async def _stop(memo: kopf.Memo, **_: Any) -> None:
+    for task in memo.tasks:
+        task.cancel()
+    await asyncio.gather(*memo.tasks, return_exceptions=True)
+    await memo.client.close()
+
+
+@kopf.on.event(SPARK.group, SPARK.version, SPARK.plural)
+async def _spark_application_changed(*, uid: str | None, memo: kopf.Memo, **_: Any) -> None:
+    memo.listed.set()
+    if uid:
+        memo.queue.add(uid)
+
+
+@kopf.on.event(FLINK.group, FLINK.version, FLINK.plural)
+async def _flink_deployment_changed(*, uid: str | None, memo: kopf.Memo, **_: Any) -> None:
+    memo.listed.set()
+    if uid:
+        memo.queue.add(uid)
+
+
+@kopf.on.event("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
+async def _pod_changed(*, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.listed.set()
+    memo.queue.add(labels[APP_UID_LABEL])
+
+
+async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> None:
+    await listed.wait()  # before the first event, the caches may not hold the first listing yet
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        for uid in caches.uids():
+            queue.add(uid)
+
+
+async def _work(client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings) -> None:
+    while True:
+        uid = await queue.get()
+        try:
+            again = await _reconcile(client, caches, uid, settings)
+        except ApiError as err:
+            _log.warning(f"application {uid}: {err.status.code} {err.status.message}; trying again")
+            again = RETRY_SECONDS
+        except httpx2.HTTPError as err:
+            _log.warning(f"application {uid}: {err!r}; trying again")
+            again = RETRY_SECONDS
+        except Exception:  # a bug must not stop the simulation of every other application
+            _log.exception(f"application {uid}: unexpected error; trying again")
+            again = RESYNC_SECONDS
+        if again is not None:
+            queue.add(uid, again)
+
+
+# --- one application ---------------------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A write the API server refused because the application moved on; decide again on the newer view."""
+
+
+async def _reconcile(client: AsyncClient, caches: _Caches, uid: str, settings: SimSettings) -> float | None:
+    """Decide and act for one application; seconds until it wants to be looked at again (None: on a change)."""
+    app = caches.application(uid)
+    if app is None or app["metadata"].get("deletionTimestamp"):
+        return None  # its pods go with it (owner references)
+    now = datetime.now(UTC)
+    observation = Observation(app, list(caches.pods.get(uid, ())), caches.node_executors, now)
+    decision = decide(observation, settings)
+    try:
+        rejection = await _act(client, caches, app, decision)
+        if rejection is not None:
+            await _act(client, caches, app, rejected(observation, rejection))
+    except _Refused:
+        return RETRY_SECONDS
+    if decision.wake_at is not None:
+        return max((decision.wake_at - datetime.now(UTC)).total_seconds(), 0.0)
+    return None
+
+
+async def _act(client: AsyncClient, caches: _Caches, app: dict[str, Any], decision: Decision) -> str | None:
+    """Carry out ``decision``; the API server's message if it refused to create one of the pods."""
+    metadata = app["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    resource = _RESOURCES[app["kind"]]
+    version = metadata["resourceVersion"]
+    for action in decision.actions:
+        if isinstance(action, CreatePod):
+            refusal = await _create_pod(client, caches, metadata["uid"], action.manifest)
+            if refusal is not None:
+                return refusal
+        elif isinstance(action, DeletePod):
+            await _ignore(404, client.delete(Pod, action.name, namespace=namespace, grace_period=0))
+        elif isinstance(action, EndPod):
+            ended = ended_pod_status(action.pod, succeeded=action.succeeded, message=action.message, now=_now())
+            await _ignore(404, client.patch(PodStatus, action.pod.name, {"status": ended}, namespace=namespace))
+        elif isinstance(action, Annotate):
+            patch = {"metadata": {"resourceVersion": version, "annotations": action.annotations}}
+            version = await _patch_app(client, resource, name, namespace, patch)
+        elif isinstance(action, WriteStatus):
+            diff = merge_patch(app.get("status") or {}, action.status)
+            patch = {"metadata": {"resourceVersion": version}, "status": diff}
+            version = await _patch_app(client, resource.Status, name, namespace, patch)
+    for type_, reason, message in decision.events:
+        try:
+            await client.create(from_dict(_event(app, type_, reason, message)))
+        except ApiError as err:  # an Event is a courtesy: never worth deciding again for
+            _log.info(f"no {reason} event for {namespace}/{name}: {err.status.message}")
+    return None
+
+
+async def _patch_app(client: AsyncClient, resource: Any, name: str, namespace: str, patch: dict[str, Any]) -> str:
+    try:
+        written = await client.patch(resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+    except ApiError as err:
+        if err.status.code in (404, 409):  # gone, or changed since the decision
+            raise _Refused from err
+        raise
+    return str(written.metadata.resourceVersion)
+
+
+async def _create_pod(client: AsyncClient, caches: _Caches, uid: str, manifest: dict[str, Any]) -> str | None:
+    """Create a pod unless it exists; the API server's message if it refuses the pod itself."""
+    name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+    try:
+        await client.create(from_dict(manifest))
+    except ApiError as err:
+        if err.status.code in (400, 403, 422):  # invalid, or forbidden (a missing service account, ...)
+            return f"pod {name}: {err.status.message}"
+        if err.status.code != 409:
+            raise
+    else:
+        return None
+    existing = await client.get(Pod, name, namespace=namespace)
+    owner = (existing.metadata.labels or {}).get(APP_UID_LABEL) if existing.metadata else None
+    if owner == uid:
+        return None
+    if owner is not None and caches.application(owner) is None:
+        # Left by an earlier application of the same name (BatchJobs run again under one name) and not
+        # yet collected: it is garbage already, and in the way.
+        await _ignore(404, client.delete(Pod, name, namespace=namespace, grace_period=0))
+    else:
+        _log.warning(f"pod {namespace}/{name} exists and belongs to someone else; waiting for it to go")
+    raise _Refused
+
+
+def _event(app: Mapping[str, Any], type_: str, reason: str, message: str) -> dict[str, Any]:
+    metadata = app["metadata"]
+    now = _now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{metadata['name']}.", "namespace": metadata["namespace"]},
+        "involvedObject": {
+            "apiVersion": app["apiVersion"],
+            "kind": app["kind"],
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata["uid"],
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": FIELD_MANAGER},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _ignore(code: int, call: Any) -> None:
+    try:
+        await call
+    except ApiError as err:
+        if err.status.code != code:
+            raise

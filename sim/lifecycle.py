@@ -1,0 +1,539 @@
+"""What the simulated operators do next for one application: a pure function of what is observed now.
+
+``decide(observation, settings)`` looks at an application (its spec, status and annotations) and its pods
+and returns the actions that move it on — pods to create, delete or end, annotations and a status to
+write — and when to look again. All state lives in the objects: the status the real operator would write,
+and the run's plan in annotations (``sim.names``). Deciding twice, or after a restart, gives the same
+actions, and every write the shell makes is conditional on the application's resourceVersion, so a
+decision taken on an outdated view is refused rather than applied.
+
+**SparkApplication** (``applicationState.state``): "" -> SUBMITTED (driver pod created) -> RUNNING (driver
+running; executors created) -> COMPLETED or FAILED (with ``errorMessage``); SUBMISSION_FAILED when the
+spec cannot become pods. Also ``driverInfo.podName``, ``executorState`` (per executor pod: PENDING,
+RUNNING, COMPLETED, FAILED), ``sparkApplicationId``, ``submissionID``, ``submissionAttempts``,
+``executionAttempts``, ``lastSubmissionAttemptTime``, ``terminationTime``. At the end the executors are
+deleted (as the driver does) and the driver pod's phase becomes Succeeded or Failed; the driver stays.
+
+**FlinkDeployment**: ``lifecycleState`` CREATED -> DEPLOYED (JobManager created) -> STABLE (job running),
+or FAILED; ``jobManagerDeploymentStatus`` DEPLOYING -> READY -> MISSING once the job is over;
+``jobStatus`` {jobName, jobId, state CREATED -> RUNNING -> FINISHED | FAILED, startTime, updateTime (epoch
+milliseconds, as the operator writes them)}; ``error`` (the operator's JSON form) on failure. At the end
+the TaskManagers and the JobManager are deleted; a finished job stays STABLE, as the real operator
+reports it.
+
+**A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its
+job next to the jobs of other applications' executors on the same nodes at that moment; that plan is
+written as annotations before anything else, so it is decided once. A run fails instead of completing
+when the application's attempt (label ``esi.tu-berlin.de/attempt``, default 1) is at most the
+``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts`` (flinkConfiguration) setting, or
+by chance (``failure_rate``, drawn once per application from ``seed`` and its uid). A pod of a running
+application that disappears or fails fails the application ("executor lost").
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from esi.names import ATTEMPT_LABEL
+from sim.crds import SPARK
+from sim.names import (
+    COLOCATED_ANNOTATION,
+    ENDS_AT_ANNOTATION,
+    FAILURE_ANNOTATION,
+    FLINK_FAIL_ATTEMPTS,
+    SPARK_FAIL_ATTEMPTS,
+    STARTED_AT_ANNOTATION,
+)
+from sim.pods import (
+    AppRef,
+    NodeExecutor,
+    PodRole,
+    PodView,
+    flink_jobmanager_name,
+    flink_jobmanager_pod,
+    flink_taskmanager_names,
+    flink_taskmanager_pod,
+    spark_application_id,
+    spark_driver_name,
+    spark_driver_pod,
+    spark_executor_names,
+    spark_executor_pod,
+)
+from sim.runtime import InterferenceModel
+from sim.units import SpecError
+
+__all__ = [
+    "Action",
+    "Annotate",
+    "CreatePod",
+    "Decision",
+    "DeletePod",
+    "EndPod",
+    "Observation",
+    "RunPlan",
+    "SimSettings",
+    "WriteStatus",
+    "decide",
+    "rejected",
+]
+
+SPARK_TERMINAL: Final = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
+FLINK_TERMINAL_JOB: Final = ("FINISHED", "FAILED")
+
+
+# --- what the shell does ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+
+
+@dataclass(frozen=True)
+class EndPod:
+    """Set a pod's phase as its program's exit would (through the pods/status subresource)."""
+
+    pod: PodView
+    succeeded: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Annotate:
+    annotations: dict[str, str]
+
+
+@dataclass(frozen=True)
+class WriteStatus:
+    status: dict[str, Any]
+
+
+Action = CreatePod | DeletePod | EndPod | Annotate | WriteStatus
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Actions in the order to take them (pods first, then annotations, then status), events to post once
+    they are done, and when to decide again at the latest (None: only when something changes)."""
+
+    actions: tuple[Action, ...] = ()
+    events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message)
+    wake_at: datetime | None = None
+
+
+# --- what it decides on -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    app: Mapping[str, Any]  # the application as the API server returned it
+    pods: Sequence[PodView]  # the pods labelled with its uid
+    node_executors: Mapping[str, Iterable[NodeExecutor]]  # every node's executors, of all applications
+    now: datetime
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """When a run started and ends, next to whom, and whether (why) it fails; kept in annotations."""
+
+    started_at: datetime
+    ends_at: datetime
+    colocated: tuple[str, ...] = ()
+    failure: str | None = None
+
+    def annotations(self) -> dict[str, str]:
+        written = {
+            STARTED_AT_ANNOTATION: self.started_at.isoformat(),
+            ENDS_AT_ANNOTATION: self.ends_at.isoformat(),
+            COLOCATED_ANNOTATION: ",".join(self.colocated),
+        }
+        return written | ({FAILURE_ANNOTATION: self.failure} if self.failure is not None else {})
+
+    @classmethod
+    def of(cls, annotations: Mapping[str, str]) -> RunPlan | None:
+        """The plan recorded on an application; None before its run started (or if the record is unreadable)."""
+        try:
+            started = datetime.fromisoformat(annotations[STARTED_AT_ANNOTATION])
+            ends = datetime.fromisoformat(annotations[ENDS_AT_ANNOTATION])
+        except (KeyError, ValueError):
+            return None
+        colocated = tuple(job for job in annotations.get(COLOCATED_ANNOTATION, "").split(",") if job)
+        return cls(started, ends, colocated, annotations.get(FAILURE_ANNOTATION))
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The workload model and the chance of a random failure (drawn from ``seed`` and the uid)."""
+
+    model: InterferenceModel = field(default_factory=InterferenceModel)
+    failure_rate: float = 0.0
+    seed: int = 0
+
+    def plan(self, app: Mapping[str, Any], job: str, colocated: Iterable[str], now: datetime) -> RunPlan:
+        others = tuple(sorted(set(colocated)))
+        return RunPlan(now, now + self.model.duration(job, others), others, self._failure(app))
+
+    def _failure(self, app: Mapping[str, Any]) -> str | None:
+        ref = AppRef.of(app)
+        attempt = _attempt(app)
+        spec = app.get("spec") or {}
+        conf, key = (
+            (spec.get("sparkConf"), SPARK_FAIL_ATTEMPTS)
+            if ref.type == SPARK
+            else (spec.get("flinkConfiguration"), FLINK_FAIL_ATTEMPTS)
+        )
+        fail_attempts = _int_or((conf or {}).get(key), 0)
+        if attempt <= fail_attempts:
+            return f"simulated failure: attempt {attempt}, and {key} fails attempts up to {fail_attempts}"
+        if self.failure_rate > 0 and random.Random(f"{self.seed}:{ref.uid}").random() < self.failure_rate:  # noqa: S311
+            return f"simulated random failure (failure rate {self.failure_rate:g})"
+        return None
+
+
+def _attempt(app: Mapping[str, Any]) -> int:
+    labels = (app.get("metadata") or {}).get("labels") or {}
+    return max(1, _int_or(labels.get(ATTEMPT_LABEL), 1))
+
+
+def _int_or(value: object, default: int) -> int:
+    try:
+        return int(str(value).strip()) if value is not None else default
+    except ValueError:
+        return default
+
+
+# --- deciding -------------------------------------------------------------------------------------------
+
+
+def decide(observation: Observation, settings: SimSettings) -> Decision:
+    """The next step of the application in ``observation`` (see the module docstring)."""
+    step = _Step(observation)
+    if AppRef.of(observation.app).type == SPARK:
+        _spark(step, settings)
+    else:
+        _flink(step, settings)
+    return step.decision()
+
+
+def rejected(observation: Observation, message: str) -> Decision:
+    """The application failed because the API server refused one of its pods (``message`` says why)."""
+    step = _Step(observation)
+    if AppRef.of(observation.app).type == SPARK:
+        if step.status.get("applicationState", {}).get("state", "") == "":
+            _spark_submission_failed(step, message)
+        else:
+            _spark_finish(step, message)
+    else:
+        _flink_finish(step, message)
+    return step.decision()
+
+
+class _Step:
+    """One decision being assembled: the status it changes, the pods, and what to do."""
+
+    def __init__(self, observation: Observation) -> None:
+        self.obs = observation
+        self.app = observation.app
+        self.ref = AppRef.of(observation.app)
+        self.now = observation.now
+        self.original = copy.deepcopy(dict(self.app.get("status") or {}))
+        self.status = copy.deepcopy(self.original)
+        self.pods = {pod.name: pod for pod in observation.pods}
+        self.run = RunPlan.of((self.app.get("metadata") or {}).get("annotations") or {})
+        self.pod_actions: list[Action] = []
+        self.annotations: dict[str, str] = {}
+        self.events: list[tuple[str, str, str]] = []
+        self.wake_at: datetime | None = None
+
+    def role(self, role: PodRole) -> list[PodView]:
+        return [pod for pod in self.pods.values() if pod.role == role]
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        if manifest["metadata"]["name"] not in self.pods:
+            self.pod_actions.append(CreatePod(manifest))
+
+    def delete(self, pods: Iterable[PodView]) -> None:
+        self.pod_actions.extend(DeletePod(pod.name) for pod in pods if not pod.terminating)
+
+    def end(self, pod: PodView | None, *, succeeded: bool, message: str) -> None:
+        if pod is not None and not pod.ended and not pod.terminating:
+            self.pod_actions.append(EndPod(pod, succeeded, message))
+
+    def event(self, reason: str, message: str, *, warning: bool = False) -> None:
+        self.events.append(("Warning" if warning else "Normal", reason, message))
+
+    def start_run(self, settings: SimSettings, executors: Sequence[PodView]) -> RunPlan:
+        """Plan the run that starts now: its job next to the other jobs on its executors' nodes."""
+        nodes = {pod.node for pod in executors if pod.node is not None}
+        neighbours = {
+            executor.job
+            for node in nodes
+            for executor in self.obs.node_executors.get(node, ())
+            if executor.app_uid != self.ref.uid
+        }
+        job = executors[0].job if executors else self.ref.name
+        plan = settings.plan(self.app, job, neighbours, self.now)
+        self.annotations = plan.annotations()
+        self.run = plan
+        return plan
+
+    def decision(self) -> Decision:
+        actions = list(self.pod_actions)
+        if self.annotations:
+            actions.append(Annotate(self.annotations))
+        if self.status != self.original:
+            actions.append(WriteStatus(self.status))
+        if self.run is not None and self.now < self.run.ends_at:
+            self.wake_at = self.run.ends_at
+        return Decision(tuple(actions), tuple(self.events), self.wake_at)
+
+
+def _time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _millis(moment: datetime) -> str:
+    return str(int(moment.timestamp() * 1000))
+
+
+def _head_problem(pod: PodView | None, what: str, *, was_running: bool) -> str | None:
+    """Why the driver (JobManager) ``pod`` ends the application; None while it is fine or not there yet."""
+    if pod is None or pod.terminating:
+        return f"{what} was deleted" if was_running else None
+    if pod.phase == "Failed":
+        return f"{what} failed"
+    return f"{what} ended" if pod.ended else None
+
+
+def _lost(pods: Sequence[PodView], expected: Sequence[str], *, started: bool, what: str) -> str | None:
+    """The first expected executor that failed, or (once the run started) is gone or going; None if none."""
+    by_name = {pod.name: pod for pod in pods}
+    for name in expected:
+        pod = by_name.get(name)
+        if pod is not None and pod.phase == "Failed":
+            return f"{what} lost: {name} failed"
+        if started and (pod is None or pod.terminating or pod.ended):
+            return f"{what} lost: {name} was deleted"
+    return None
+
+
+def _all_running(pods: Sequence[PodView], expected: Sequence[str]) -> bool:
+    by_name = {pod.name: pod for pod in pods}
+    return all(name in by_name and by_name[name].running for name in expected)
+
+
+# --- Spark ----------------------------------------------------------------------------------------------
+
+_EXECUTOR_STATES: Final = {"Pending": "PENDING", "Running": "RUNNING", "Succeeded": "COMPLETED", "Failed": "FAILED"}
+
+
+def _spark(step: _Step, settings: SimSettings) -> None:
+    state = step.status.get("applicationState", {}).get("state", "")
+    driver = step.pods.get(spark_driver_name(step.ref.name))
+    if state in SPARK_TERMINAL:
+        # Done: whatever still runs goes (a crash between the pod actions and the status write left it).
+        step.delete(step.role(PodRole.EXECUTOR))
+        message = step.status["applicationState"].get("errorMessage", "")
+        step.end(driver, succeeded=state == "COMPLETED", message=message)
+    elif step.run is not None and step.now >= step.run.ends_at:
+        _spark_finish(step, step.run.failure)
+    elif state == "":
+        _spark_submit(step, driver)
+    else:
+        _spark_run(step, settings, driver, running_before=state == "RUNNING")
+
+
+def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, running_before: bool) -> None:
+    """SUBMITTED or RUNNING: the executors come once the driver runs, the run starts once they all do."""
+    try:
+        expected = spark_executor_names(step.app)
+    except SpecError as err:
+        _spark_finish(step, str(err))
+        return
+    executors = step.role(PodRole.EXECUTOR)
+    problem = _head_problem(
+        driver, f"driver pod {spark_driver_name(step.ref.name)}", was_running=running_before
+    ) or _lost(executors, expected, started=step.run is not None, what="executor")
+    if problem is not None:
+        _spark_finish(step, problem)
+        return
+    if driver is None:
+        _spark_submit(step, driver)  # not seen yet, or gone before it ran: submit (again)
+        return
+    if not driver.running:
+        return  # pending, or being deleted before it ran (then submitted again once gone)
+    if not running_before:
+        step.status["applicationState"] = {"state": "RUNNING"}
+        step.event("SparkApplicationRunning", f"SparkApplication {step.ref.name} is running")
+    if step.run is None:
+        for number, name in enumerate(expected, start=1):
+            if name not in step.pods:
+                step.create(spark_executor_pod(step.app, number, driver))
+    step.status["executorState"] = {
+        **step.status.get("executorState", {}),
+        **{pod.name: _EXECUTOR_STATES.get(pod.phase, "UNKNOWN") for pod in executors},
+    }
+    if step.run is None and _all_running(executors, expected):
+        step.start_run(settings, [pod for pod in executors if pod.name in expected])
+
+
+def _spark_submit(step: _Step, driver: PodView | None) -> None:
+    try:
+        manifest = spark_driver_pod(step.app)
+    except SpecError as err:
+        _spark_submission_failed(step, str(err))
+        return
+    if driver is None:
+        step.create(manifest)
+    if step.status.get("applicationState", {}).get("state", "") == "":
+        step.status.update(
+            {
+                "sparkApplicationId": spark_application_id(step.ref),
+                "submissionID": step.ref.uid,
+                "lastSubmissionAttemptTime": _time(step.now),
+                "submissionAttempts": 1,
+                "executionAttempts": 1,
+                "driverInfo": {"podName": manifest["metadata"]["name"]},
+                "applicationState": {"state": "SUBMITTED"},
+            }
+        )
+        step.event("SparkApplicationSubmitted", f"SparkApplication {step.ref.name} was submitted")
+
+
+def _spark_submission_failed(step: _Step, message: str) -> None:
+    step.status.update(
+        {
+            "applicationState": {"state": "SUBMISSION_FAILED", "errorMessage": message},
+            "lastSubmissionAttemptTime": _time(step.now),
+            "submissionAttempts": 1,
+            "terminationTime": _time(step.now),
+        }
+    )
+    step.event("SparkApplicationSubmissionFailed", f"SparkApplication {step.ref.name}: {message}", warning=True)
+
+
+def _spark_finish(step: _Step, failure: str | None) -> None:
+    """The driver exits: executors deleted, driver Succeeded/Failed, COMPLETED/FAILED."""
+    succeeded = failure is None
+    executors = step.role(PodRole.EXECUTOR)
+    step.delete(executors)
+    step.end(step.pods.get(spark_driver_name(step.ref.name)), succeeded=succeeded, message=failure or "")
+    ended = "COMPLETED" if succeeded else "FAILED"
+    known = {*step.status.get("executorState", {}), *(pod.name for pod in executors)}
+    step.status["executorState"] = dict.fromkeys(sorted(known), ended)
+    step.status["applicationState"] = {"state": ended} if succeeded else {"state": ended, "errorMessage": failure}
+    step.status["terminationTime"] = _time(step.now)
+    if succeeded:
+        step.event("SparkApplicationCompleted", f"SparkApplication {step.ref.name} completed")
+    else:
+        step.event("SparkApplicationFailed", f"SparkApplication {step.ref.name} failed: {failure}", warning=True)
+
+
+# --- Flink ----------------------------------------------------------------------------------------------
+
+
+def _flink(step: _Step, settings: SimSettings) -> None:
+    lifecycle = step.status.get("lifecycleState", "")
+    job_state = step.status.get("jobStatus", {}).get("state", "")
+    jobmanager = step.pods.get(flink_jobmanager_name(step.ref))
+    if job_state in FLINK_TERMINAL_JOB or lifecycle == "FAILED":
+        step.delete([*step.role(PodRole.TASKMANAGER), *step.role(PodRole.JOBMANAGER)])
+    elif step.run is not None and step.now >= step.run.ends_at:
+        _flink_finish(step, step.run.failure)
+    elif lifecycle == "":
+        step.status.update(
+            {"lifecycleState": "CREATED", "jobManagerDeploymentStatus": "MISSING", "jobStatus": _job_status(step)}
+        )
+    elif lifecycle == "CREATED":
+        _flink_deploy(step, jobmanager)
+    else:
+        ready_before = step.status.get("jobManagerDeploymentStatus") == "READY"
+        _flink_run(step, settings, jobmanager, ready_before=ready_before)
+
+
+def _flink_run(step: _Step, settings: SimSettings, jobmanager: PodView | None, *, ready_before: bool) -> None:
+    """DEPLOYED or STABLE: the TaskManagers come once the JobManager runs, the job runs once they all do."""
+    try:
+        expected = flink_taskmanager_names(step.app)
+    except SpecError as err:
+        _flink_finish(step, str(err))
+        return
+    taskmanagers = step.role(PodRole.TASKMANAGER)
+    problem = _head_problem(
+        jobmanager, f"JobManager pod {flink_jobmanager_name(step.ref)}", was_running=ready_before
+    ) or _lost(taskmanagers, expected, started=step.run is not None, what="TaskManager")
+    if problem is not None:
+        _flink_finish(step, problem)
+        return
+    if jobmanager is None:
+        _flink_deploy(step, jobmanager)  # not seen yet, or gone before it ran: deploy (again)
+        return
+    if not jobmanager.running:
+        return
+    if not ready_before:
+        step.status["jobManagerDeploymentStatus"] = "READY"
+        step.event("JobManagerReady", f"the JobManager of {step.ref.name} is ready")
+    if step.run is None:
+        for number, name in enumerate(expected, start=1):
+            if name not in step.pods:
+                step.create(flink_taskmanager_pod(step.app, number, jobmanager))
+        if _all_running(taskmanagers, expected):
+            step.start_run(settings, [pod for pod in taskmanagers if pod.name in expected])
+    if step.run is not None and step.status.get("jobStatus", {}).get("state") != "RUNNING":
+        step.status["lifecycleState"] = "STABLE"
+        step.status["jobStatus"] = {
+            **_job_status(step),
+            "state": "RUNNING",
+            "startTime": _millis(step.run.started_at),
+            "updateTime": _millis(step.now),
+        }
+        step.event("JobStatusChanged", f"the job of {step.ref.name} is RUNNING")
+
+
+def _job_status(step: _Step) -> dict[str, Any]:
+    return {**step.status.get("jobStatus", {}), "jobName": step.ref.name, "jobId": step.ref.uid_hex}
+
+
+def _flink_deploy(step: _Step, jobmanager: PodView | None) -> None:
+    try:
+        manifest = flink_jobmanager_pod(step.app)
+    except SpecError as err:
+        _flink_finish(step, str(err))
+        return
+    if jobmanager is None:
+        step.create(manifest)
+    if step.status.get("lifecycleState") != "DEPLOYED":
+        step.status.update(
+            {
+                "lifecycleState": "DEPLOYED",
+                "jobManagerDeploymentStatus": "DEPLOYING",
+                "jobStatus": {**_job_status(step), "state": "CREATED", "updateTime": _millis(step.now)},
+            }
+        )
+        step.event("Submit", f"deploying the application cluster of {step.ref.name}")
+
+
+def _flink_finish(step: _Step, failure: str | None) -> None:
+    """The job ends: TaskManagers and JobManager deleted, the job FINISHED or FAILED."""
+    step.delete([*step.role(PodRole.TASKMANAGER), *step.role(PodRole.JOBMANAGER)])
+    state = "FINISHED" if failure is None else "FAILED"
+    step.status["jobStatus"] = {**_job_status(step), "state": state, "updateTime": _millis(step.now)}
+    step.status["jobManagerDeploymentStatus"] = "MISSING"
+    if failure is None:
+        step.status["lifecycleState"] = "STABLE"
+        step.event("JobStatusChanged", f"the job of {step.ref.name} is FINISHED")
+    else:
+        step.status["lifecycleState"] = "FAILED"
+        step.status["error"] = json.dumps({"type": "org.apache.flink.runtime.JobException", "message": failure})
+        step.event("JobStatusChanged", f"the job of {step.ref.name} FAILED: {failure}", warning=True)

@@ -1,0 +1,462 @@
+"""The pods of a SparkApplication or FlinkDeployment, built as the real operators build them, and read back.
+
+**Spark** (kubeflow Spark operator + Spark's Kubernetes backend). The driver pod ``<app>-driver`` is owned by
+the SparkApplication; the driver then asks for the executors ``<app>-<id>-exec-<n>``, n = 1..instances,
+each owned by the driver pod (so deleting the application removes the driver and, through it, the
+executors: the garbage collector follows the owner references). ``<id>`` is the first 8 hex digits of the
+application's uid, so a restarted simulator finds the executors it created instead of making new ones.
+Labels: ``spark-role`` (driver/executor), ``spark-app-selector`` (the application id),
+``sparkoperator.k8s.io/app-name``, ``sparkoperator.k8s.io/launched-by-spark-operator``, on executors
+``spark-exec-id``; then the user's ``spec.<role>.labels`` (never overriding those). Sizes as Spark makes them:
+cpu request ``coreRequest`` else ``cores`` (default 1), cpu limit ``coreLimit``; memory request = limit =
+``memory`` (default 1g) + ``memoryOverhead``, the overhead defaulting to max(384 MiB, 10% of the memory)
+(``spec.memoryOverheadFactor`` changes the 10%). A field left out of ``spec.<role>`` is taken from the
+matching ``sparkConf`` key (``spark.executor.instances``, ``spark.executor.memory``, ...), as Spark does;
+``spec.<role>.template`` is the base the fields are applied to.
+
+**Flink** (Apache Flink Kubernetes operator, native Kubernetes, application mode). One JobManager pod
+``<app>-<10 hex>-<5 hex>`` (as a Deployment's pod is named; the hex from the uid) owned by the
+FlinkDeployment, and TaskManagers ``<app>-taskmanager-1-<n>`` (Flink's ``<cluster>-taskmanager-<attempt>-<n>``)
+owned by the JobManager pod. Labels ``app``, ``component`` (jobmanager/taskmanager) and
+``type=flink-native-kubernetes`` over the pod template's. ``spec.<component>.podTemplate`` is deep-merged
+over ``spec.podTemplate`` (mappings key by key, anything else replaced) and gives labels, annotations,
+scheduler, priority class, affinity, node selector and tolerations. Requests = limits =
+``spec.<component>.resource`` (cpu cores, memory in Flink units or as a quantity). TaskManagers:
+``taskManager.replicas``, else ceil(job.parallelism / ``taskmanager.numberOfTaskSlots``).
+
+Every pod: one container, ``restartPolicy: Never``, ``terminationGracePeriodSeconds: 0``, and the label
+``sim.esi.tu-berlin.de/app-uid`` by which the simulator finds the pods of an application. The builders are
+pure and raise ``SpecError`` for a spec no operator could run.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from esi.meta import deep_merged
+from esi.names import JOB_LABEL
+from sim.crds import FLINK, SPARK, ApplicationType
+from sim.names import APP_UID_LABEL
+from sim.units import MIB, SpecError, cpu_quantity, flink_bytes, memory_quantity, spark_mib
+
+__all__ = [
+    "AppRef",
+    "NodeExecutor",
+    "PodRole",
+    "PodView",
+    "ended_pod_status",
+    "flink_jobmanager_name",
+    "flink_jobmanager_pod",
+    "flink_taskmanager_names",
+    "flink_taskmanager_pod",
+    "node_executor",
+    "pod_view",
+    "spark_application_id",
+    "spark_driver_name",
+    "spark_driver_pod",
+    "spark_executor_names",
+    "spark_executor_pod",
+]
+
+SPARK_ROLE_LABEL: Final = "spark-role"
+SPARK_APP_NAME_LABEL: Final = "sparkoperator.k8s.io/app-name"
+SPARK_APP_SELECTOR_LABEL: Final = "spark-app-selector"
+SPARK_LAUNCHED_LABEL: Final = "sparkoperator.k8s.io/launched-by-spark-operator"
+SPARK_EXEC_ID_LABEL: Final = "spark-exec-id"
+FLINK_APP_LABEL: Final = "app"
+FLINK_COMPONENT_LABEL: Final = "component"
+FLINK_TYPE_LABEL: Final = "type"
+FLINK_NATIVE_TYPE: Final = "flink-native-kubernetes"
+
+SPARK_IMAGE: Final = "apache/spark:3.5.3"
+FLINK_IMAGE: Final = "flink:1.20"
+_SPARK_MIN_OVERHEAD_MIB: Final = 384
+_SPARK_OVERHEAD_FACTOR: Final = 0.1
+_FLINK_SLOTS_KEY: Final = "taskmanager.numberOfTaskSlots"
+_FLINK_DEFAULT_MEMORY: Final = {"jobmanager": "1600m", "taskmanager": "1728m"}  # Flink's default process sizes
+_FINISHED: Final = ("Succeeded", "Failed")
+
+
+class PodRole(StrEnum):
+    DRIVER = "driver"
+    EXECUTOR = "executor"
+    JOBMANAGER = "jobmanager"
+    TASKMANAGER = "taskmanager"
+
+    @property
+    def is_executor(self) -> bool:
+        """Executors and TaskManagers: the pods that go into slots and whose neighbours slow a job down."""
+        return self in (PodRole.EXECUTOR, PodRole.TASKMANAGER)
+
+
+@dataclass(frozen=True)
+class AppRef:
+    """Who an application is: what its pods are named after and owned by."""
+
+    type: ApplicationType
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, app: Mapping[str, Any]) -> AppRef:
+        metadata = app.get("metadata") or {}
+        type_ = SPARK if app.get("kind") == SPARK.kind else FLINK
+        return cls(type_, metadata.get("namespace") or "", metadata["name"], metadata["uid"])
+
+    @property
+    def uid_hex(self) -> str:
+        return self.uid.replace("-", "").lower()
+
+    def owner_reference(self) -> dict[str, Any]:
+        return _owner(self.type.api_version, self.type.kind, self.name, self.uid)
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A simulated pod as the simulator reasons about it."""
+
+    name: str
+    uid: str
+    app_uid: str
+    role: PodRole
+    job: str  # the job the workload model knows it by: its esi job label, else its application's name
+    phase: str = "Pending"
+    node: str | None = None
+    terminating: bool = False
+    containers: tuple[tuple[str, str], ...] = ()  # (name, image)
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running" and self.node is not None and not self.terminating
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in _FINISHED
+
+
+@dataclass(frozen=True)
+class NodeExecutor:
+    """An executor (or TaskManager) bound to a node: whose it is, for the co-location of other runs."""
+
+    app_uid: str
+    job: str
+
+
+# --- Spark ----------------------------------------------------------------------------------------------
+
+
+def spark_driver_name(app_name: str) -> str:
+    return f"{app_name}-driver"
+
+
+def spark_application_id(ref: AppRef) -> str:
+    """The id Spark gives the application (``spark.app.id``): ``spark-`` and 32 hex digits."""
+    return f"spark-{ref.uid_hex}"
+
+
+def spark_executor_names(app: Mapping[str, Any]) -> list[str]:
+    ref = AppRef.of(app)
+    count = _spark_executor_count(app)
+    return [f"{ref.name}-{ref.uid_hex[:8]}-exec-{n}" for n in range(1, count + 1)]
+
+
+def spark_driver_pod(app: Mapping[str, Any]) -> dict[str, Any]:
+    ref = AppRef.of(app)
+    labels = {SPARK_ROLE_LABEL: "driver"}
+    return _spark_pod(app, "driver", spark_driver_name(ref.name), labels, ref.owner_reference())
+
+
+def spark_executor_pod(app: Mapping[str, Any], number: int, driver: PodView) -> dict[str, Any]:
+    """Executor ``number`` (1-based), owned by the driver pod as Spark's executors are."""
+    name = spark_executor_names(app)[number - 1]
+    labels = {SPARK_ROLE_LABEL: "executor", SPARK_EXEC_ID_LABEL: str(number)}
+    return _spark_pod(app, "executor", name, labels, _owner("v1", "Pod", driver.name, driver.uid))
+
+
+def _spark_executor_count(app: Mapping[str, Any]) -> int:
+    spec = app.get("spec") or {}
+    value = _spark_setting(spec, "executor", "instances", "spark.executor.instances")
+    try:
+        count = int(str(1 if value is None else value))
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise SpecError(f"spec.executor.instances is {value!r}, not a number of executors")
+    return count
+
+
+def _spark_setting(spec: Mapping[str, Any], role: str, field: str, conf_key: str) -> Any:
+    """A driver/executor field, else the sparkConf key Spark reads for it (the field wins, as in the operator)."""
+    value = (spec.get(role) or {}).get(field)
+    return value if value is not None else (spec.get("sparkConf") or {}).get(conf_key)
+
+
+def _spark_pod(
+    app: Mapping[str, Any], role: str, name: str, role_labels: Mapping[str, str], owner: dict[str, Any]
+) -> dict[str, Any]:
+    ref = AppRef.of(app)
+    spec = app.get("spec") or {}
+    pod_spec = spec.get(role) or {}
+    template = pod_spec.get("template") or {}
+    labels = {
+        **((template.get("metadata") or {}).get("labels") or {}),
+        **(pod_spec.get("labels") or {}),
+        SPARK_APP_NAME_LABEL: ref.name,
+        SPARK_APP_SELECTOR_LABEL: spark_application_id(ref),
+        SPARK_LAUNCHED_LABEL: "true",
+        **role_labels,
+        APP_UID_LABEL: ref.uid,
+    }
+    annotations = {**((template.get("metadata") or {}).get("annotations") or {}), **(pod_spec.get("annotations") or {})}
+    scheduler = _spark_setting(spec, role, "schedulerName", f"spark.kubernetes.{role}.scheduler.name")
+    placement = {
+        "schedulerName": scheduler,
+        "priorityClassName": pod_spec.get("priorityClassName"),
+        "affinity": pod_spec.get("affinity"),
+        "tolerations": pod_spec.get("tolerations"),
+        "serviceAccountName": pod_spec.get("serviceAccount"),
+    }
+    node_selector = {**(spec.get("nodeSelector") or {}), **(pod_spec.get("nodeSelector") or {})}
+    container = {
+        "name": f"spark-kubernetes-{role}",
+        "image": pod_spec.get("image") or spec.get("image") or SPARK_IMAGE,
+        "resources": _spark_resources(spec, role),
+    }
+    pod_body = _pod_spec(template.get("spec") or {}, placement, node_selector, container)
+    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owner=owner, spec=pod_body)
+
+
+def _spark_resources(spec: Mapping[str, Any], role: str) -> dict[str, dict[str, str]]:
+    def setting(field: str, conf_key: str) -> Any:
+        return _spark_setting(spec, role, field, conf_key)
+
+    cores = setting("cores", f"spark.{role}.cores")
+    request = setting("coreRequest", f"spark.kubernetes.{role}.request.cores") or cores or 1
+    limit = setting("coreLimit", f"spark.kubernetes.{role}.limit.cores")
+    memory = spark_mib(setting("memory", f"spark.{role}.memory") or "1g", f"spec.{role}.memory")
+    overhead_setting = setting("memoryOverhead", f"spark.{role}.memoryOverhead")
+    if overhead_setting is not None:
+        overhead = spark_mib(overhead_setting, f"spec.{role}.memoryOverhead")
+    else:
+        factor = _overhead_factor(spec, role)
+        overhead = max(_SPARK_MIN_OVERHEAD_MIB, int(factor * memory))
+    pod_memory = str(memory_quantity((memory + overhead) * MIB))
+    requests = {"cpu": str(cpu_quantity(request, f"spec.{role}.coreRequest")), "memory": pod_memory}
+    limits = {"memory": pod_memory}
+    if limit is not None:
+        limits["cpu"] = str(cpu_quantity(limit, f"spec.{role}.coreLimit"))
+    return {"requests": requests, "limits": limits}
+
+
+def _overhead_factor(spec: Mapping[str, Any], role: str) -> float:
+    conf = spec.get("sparkConf") or {}
+    value = spec.get("memoryOverheadFactor") or conf.get(f"spark.{role}.memoryOverheadFactor")
+    if value is None:
+        return _SPARK_OVERHEAD_FACTOR
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = math.nan
+    if not (math.isfinite(factor) and factor >= 0):
+        raise SpecError(f"spec.memoryOverheadFactor is {value!r}, not a non-negative number")
+    return factor
+
+
+# --- Flink ----------------------------------------------------------------------------------------------
+
+
+def flink_jobmanager_name(ref: AppRef) -> str:
+    return f"{ref.name}-{ref.uid_hex[:10]}-{ref.uid_hex[10:15]}"
+
+
+def flink_taskmanager_names(app: Mapping[str, Any]) -> list[str]:
+    name = AppRef.of(app).name
+    return [f"{name}-taskmanager-1-{n}" for n in range(1, _flink_taskmanager_count(app) + 1)]
+
+
+def flink_jobmanager_pod(app: Mapping[str, Any]) -> dict[str, Any]:
+    ref = AppRef.of(app)
+    return _flink_pod(app, "jobmanager", flink_jobmanager_name(ref), ref.owner_reference())
+
+
+def flink_taskmanager_pod(app: Mapping[str, Any], number: int, jobmanager: PodView) -> dict[str, Any]:
+    """TaskManager ``number`` (1-based), owned by the JobManager pod."""
+    name = flink_taskmanager_names(app)[number - 1]
+    return _flink_pod(app, "taskmanager", name, _owner("v1", "Pod", jobmanager.name, jobmanager.uid))
+
+
+def _flink_taskmanager_count(app: Mapping[str, Any]) -> int:
+    spec = app.get("spec") or {}
+    replicas = (spec.get("taskManager") or {}).get("replicas")
+    if replicas is not None:
+        return _positive_int(replicas, "spec.taskManager.replicas")
+    parallelism = _positive_int((spec.get("job") or {}).get("parallelism", 1), "spec.job.parallelism")
+    slots_text = (spec.get("flinkConfiguration") or {}).get(_FLINK_SLOTS_KEY, 1)
+    slots = _positive_int(slots_text, f'spec.flinkConfiguration["{_FLINK_SLOTS_KEY}"]')
+    return -(-parallelism // slots)
+
+
+def _positive_int(value: object, field: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise SpecError(f"{field} is {value!r}, not a positive integer")
+    return number
+
+
+def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    ref = AppRef.of(app)
+    spec = app.get("spec") or {}
+    field = "jobManager" if component == "jobmanager" else "taskManager"
+    settings = spec.get(field) or {}
+    template = deep_merged(spec.get("podTemplate") or {}, settings.get("podTemplate") or {})
+    metadata = template.get("metadata") or {}
+    labels = {
+        **(metadata.get("labels") or {}),
+        FLINK_APP_LABEL: ref.name,
+        FLINK_COMPONENT_LABEL: component,
+        FLINK_TYPE_LABEL: FLINK_NATIVE_TYPE,
+        APP_UID_LABEL: ref.uid,
+    }
+    resource = settings.get("resource") or {}
+    cpu = str(cpu_quantity(resource.get("cpu", 1.0), f"spec.{field}.resource.cpu"))
+    memory_setting = resource.get("memory", _FLINK_DEFAULT_MEMORY[component])
+    memory = str(memory_quantity(flink_bytes(memory_setting, f"spec.{field}.resource.memory")))
+    sizes = {"cpu": cpu, "memory": memory}
+    container = {
+        "name": "flink-main-container",
+        "image": spec.get("image") or FLINK_IMAGE,
+        "resources": {"requests": dict(sizes), "limits": dict(sizes)},
+    }
+    template_spec = template.get("spec") or {}
+    placement = {"serviceAccountName": template_spec.get("serviceAccountName") or spec.get("serviceAccount")}
+    pod_body = _pod_spec(template_spec, placement, template_spec.get("nodeSelector") or {}, container)
+    annotations = dict(metadata.get("annotations") or {})
+    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owner=owner, spec=pod_body)
+
+
+# --- common -----------------------------------------------------------------------------------------------
+
+
+def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _pod_spec(
+    template_spec: Mapping[str, Any],
+    placement: Mapping[str, Any],
+    node_selector: Mapping[str, str],
+    container: dict[str, Any],
+) -> dict[str, Any]:
+    """The template's pod spec with the given placement fields (those not None) and the one container."""
+    spec = copy.deepcopy(dict(template_spec))
+    spec.update({key: copy.deepcopy(value) for key, value in placement.items() if value is not None})
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    spec["containers"] = [container]
+    spec["restartPolicy"] = "Never"
+    spec["terminationGracePeriodSeconds"] = 0
+    return spec
+
+
+def _pod(
+    namespace: str,
+    name: str,
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    owner: dict[str, Any],
+    spec: dict[str, Any],
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    metadata["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+# --- reading back ---------------------------------------------------------------------------------------
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView | None:
+    """A simulated pod as ``PodView``; None for a pod the simulator did not create."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    app_uid = labels.get(APP_UID_LABEL)
+    role = _role(labels)
+    if not app_uid or role is None:
+        return None
+    spec = pod.get("spec") or {}
+    app_name = labels.get(SPARK_APP_NAME_LABEL) or labels.get(FLINK_APP_LABEL) or ""
+    return PodView(
+        name=metadata["name"],
+        uid=metadata.get("uid") or "",
+        app_uid=app_uid,
+        role=role,
+        job=labels.get(JOB_LABEL) or app_name,
+        phase=(pod.get("status") or {}).get("phase") or "Pending",
+        node=spec.get("nodeName") or None,
+        terminating=metadata.get("deletionTimestamp") is not None,
+        containers=tuple((c.get("name", ""), c.get("image", "")) for c in spec.get("containers") or ()),
+    )
+
+
+def _role(labels: Mapping[str, str]) -> PodRole | None:
+    spark_role = labels.get(SPARK_ROLE_LABEL)
+    if spark_role in ("driver", "executor"):
+        return PodRole(spark_role)
+    if labels.get(FLINK_TYPE_LABEL) == FLINK_NATIVE_TYPE and labels.get(FLINK_COMPONENT_LABEL) in (
+        "jobmanager",
+        "taskmanager",
+    ):
+        return PodRole(labels[FLINK_COMPONENT_LABEL])
+    return None
+
+
+def node_executor(view: PodView) -> tuple[str, NodeExecutor] | None:
+    """(node, executor) for an executor that holds its node now: bound, not ended, not being deleted."""
+    if not view.role.is_executor or view.node is None or view.ended or view.terminating:
+        return None
+    return view.node, NodeExecutor(view.app_uid, view.job)
+
+
+def ended_pod_status(view: PodView, *, succeeded: bool, message: str, now: datetime) -> dict[str, Any]:
+    """The status of a pod whose program exited (0 when ``succeeded``, else 1): what a kubelet would write."""
+    time = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    reason = "Completed" if succeeded else "Error"
+    terminated: dict[str, Any] = {"exitCode": 0 if succeeded else 1, "reason": reason, "finishedAt": time}
+    if message:
+        terminated["message"] = message
+    not_ready = {"status": "False", "reason": "PodCompleted" if succeeded else "PodFailed", "lastTransitionTime": time}
+    return {
+        "phase": "Succeeded" if succeeded else "Failed",
+        "conditions": [{"type": "Ready", **not_ready}, {"type": "ContainersReady", **not_ready}],
+        "containerStatuses": [
+            {
+                "name": name,
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"terminated": dict(terminated)},
+            }
+            for name, image in view.containers
+        ],
+    }

@@ -1,0 +1,316 @@
+"""Jobs end to end: a Scheduling holds its Testbed and BatchJobs, reserves slots, the BatchJobs create their
+applications, the simulated Spark/Flink operator creates executor pods, the real second kube-scheduler puts
+each into its slot through esi's extender, the applications run and end, and the Scheduling completes.
+
+The whole local stack runs as processes (``esi_stack``): reconcilers, simulated operator, API, scheduler.
+The original's scenarios 1-2 and 7-12 (reference §9) are re-expressed here against it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from lightkube import ApiError, Client
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Pod
+
+from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from infra.local_cluster import LocalCluster
+from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
+from tests.integration.kube import create_in, wait_for
+from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
+
+
+def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
+    found: dict[str, Any] = json.loads(out) if out.strip() else {}
+    return found
+
+
+def status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = get(cluster, namespace, kind, name).get("status") or {}
+    return found
+
+
+def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_node: int = 2) -> None:
+    size = {"cpu": "1", "memory": "1Gi"}
+    manifest = testbed_manifest(nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot=size)
+    create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})
+
+
+def spark_job(cluster: LocalCluster, namespace: str, name: str, **conf: str) -> None:
+    spec = dict(SPARK) | ({"sparkConf": conf} if conf else {})
+    create_in(cluster, namespace, batchjob_manifest(sparkSpec=spec) | {"metadata": {"name": name}})
+
+
+def scheduling(cluster: LocalCluster, namespace: str, name: str, jobs: list[str], **spec: Any) -> None:
+    manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": j} for j in jobs], **spec)
+    create_in(cluster, namespace, manifest | {"metadata": {"name": name}})
+
+
+def job_records(cluster: LocalCluster, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+    return {j["name"]: j for j in status(cluster, namespace, "scheduling", name).get("jobs", [])}
+
+
+def completed(cluster: LocalCluster, namespace: str, name: str) -> Callable[[], bool]:
+    return lambda: status(cluster, namespace, "scheduling", name).get("state") == "Completed"
+
+
+def ready_with_ghosts(cluster: LocalCluster, namespace: str, slots: int) -> Callable[[], bool]:
+    def probe() -> bool:
+        table = status(cluster, namespace, "testbed", "tb")
+        return table.get("state") == "Ready" and table.get("counts", {}).get("free") == slots
+
+    return probe
+
+
+def new_testbed_on_nodes(
+    cluster: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, count: int = 2
+) -> list[str]:
+    """Testbed ``tb`` with two 1-cpu slots on each of ``count`` new 2-cpu nodes (full with its ghosts), Ready."""
+    label = f"esi.test/e2e-{unique}"
+    nodes = [add_nodes(1, cpu="2", labels={label: str(i)})[0] for i in range(count)]
+    create_testbed(cluster, namespace, label)
+    wait_for("testbed Ready", ready_with_ghosts(cluster, namespace, 2 * count), timeout=60)
+    return nodes
+
+
+class ExecutorRecorder:
+    """Every executor pod of a namespace as it was seen running: (job, slot label, node), by pod name."""
+
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.seen: dict[str, tuple[str, int, str]] = {}
+        self._stop = threading.Event()
+        self._client, self._namespace = client, namespace
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        # Short watches, each resuming where the last ended, so no event falls between two. A version too
+        # old to resume from (410: nothing of ours changed for a while) means a fresh listing is complete.
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = self._client.list(Pod, namespace=self._namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
+                    for pod in listing:
+                        self._note(pod)
+                    version = listing.resourceVersion
+                watch = self._client.watch(
+                    Pod,
+                    namespace=self._namespace,
+                    labels={ROLE_LABEL: ROLE_EXECUTOR},
+                    server_timeout=2,
+                    resource_version=version,
+                )
+                for _, pod in watch:
+                    self._note(pod)
+                    if pod.metadata is not None:
+                        version = pod.metadata.resourceVersion
+                    if self._stop.is_set():
+                        return
+            except ApiError as err:
+                if err.status.code != 410:
+                    raise
+                version = None
+
+    def _note(self, pod: Pod) -> None:
+        if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":
+            return
+        labels = pod.metadata.labels or {}
+        self.seen[str(pod.metadata.name)] = (labels[JOB_LABEL], int(labels[SLOT_LABEL]), str(pod.spec.nodeName))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def executors(client: Client, namespace: str) -> Iterator[ExecutorRecorder]:
+    recorder = ExecutorRecorder(client, namespace)
+    yield recorder
+    recorder.stop()
+
+
+def check_every_executor_in_its_slot(
+    cluster: LocalCluster, namespace: str, recorder: ExecutorRecorder, reserved: dict[str, set[int]]
+) -> None:
+    """Each executor seen ran in a slot reserved for its job, on that slot's node; no slot twice at once."""
+    table = {s["id"]: s["nodeName"] for s in status(cluster, namespace, "testbed", "tb")["slots"]}
+    assert recorder.seen, "no executor was seen running"
+    for pod, (job, slot, node) in recorder.seen.items():
+        assert slot in reserved[job], f"{pod} of {job} ran in slot {slot}, reserved {sorted(reserved[job])}"
+        assert node == table[slot], f"{pod} in slot {slot} ran on {node}, the slot is on {table[slot]}"
+
+
+def test_a_spark_job_runs_in_its_slots_then_is_released(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:  # original 2
+    nodes = new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    spark_job(esi_stack, namespace, "wordcount")
+    scheduling(esi_stack, namespace, "s", ["wordcount", "wordcount"])
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    record = job_records(esi_stack, namespace, "s")["wordcount"]
+    assert (record["state"], sorted(record["slots"])) == ("Succeeded", [0, 1])
+    job = status(esi_stack, namespace, "batchjob", "wordcount")
+    assert (job["state"], job["scheduling"]) == ("Succeeded", "s")
+    (run,) = job["runs"]
+    assert (run["scheduling"], run["testbed"], sorted(run["slots"]), run["outcome"]) == ("s", "tb", [0, 1], "Succeeded")
+    assert sorted(run["nodes"]) == nodes, "slots 0 and 1 are the first slot of each node"
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {"wordcount": {0, 1}})
+
+    esi_stack.kubectl("delete", "-n", namespace, "scheduling", "s", "--wait=true", "--timeout=60s")
+    wait_for(
+        "the job Ready again, its application gone",
+        lambda: (
+            status(esi_stack, namespace, "batchjob", "wordcount").get("state") == "Ready"
+            and not get(esi_stack, namespace, "sparkapplication", "wordcount")
+        ),
+        timeout=60,
+    )
+    assert esi_stack.kubectl("get", "-n", namespace, "leases", "-o", "name").strip() == "", "no hold left"
+    wait_for("testbed Ready with 4 ghosts", ready_with_ghosts(esi_stack, namespace, 4), timeout=60)
+
+
+def test_a_flink_job_runs_in_its_slots(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:  # original 1
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    # The Flink job names its service account, which must exist (as on a real cluster).
+    create_in(esi_stack, namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "flink"}})
+    create_in(esi_stack, namespace, batchjob_manifest(sparkSpec=None, flinkSpec=FLINK) | {"metadata": {"name": "wc"}})
+    scheduling(esi_stack, namespace, "s", ["wc"] * 4)
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    job = status(esi_stack, namespace, "batchjob", "wc")
+    assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
+    assert sorted(job["runs"][0]["slots"]) == [0, 1, 2, 3]
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {"wc": {0, 1, 2, 3}})
+
+
+def test_queued_jobs_interleave_and_a_later_job_waits_for_room(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:  # original 7, 8, 10, 11
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    for job in ("j1", "j2", "j3", "j4"):
+        spark_job(esi_stack, namespace, job)
+    scheduling(esi_stack, namespace, "s", ["j2", "j1", "j2", "j1", "j3", "j3", "j3", "j4", "j4"])
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=240)
+    records = job_records(esi_stack, namespace, "s")
+    assert sorted(records["j2"]["slots"]) == [0, 2], "consecutive entries go to different nodes"
+    assert sorted(records["j1"]["slots"]) == [1, 3]
+    assert len(records["j3"]["slots"]) == 3
+    assert len(records["j4"]["slots"]) == 2
+    assert all(r["state"] == "Succeeded" for r in records.values())
+    started = {name: r["reservedAt"] for name, r in records.items()}  # RFC 3339 in UTC: compare as text
+    finished = {name: r["finishedAt"] for name, r in records.items()}
+    assert started["j3"] >= max(finished["j1"], finished["j2"]), "j3 needs 3 slots: it waits for both"
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(r["slots"]) for n, r in records.items()})
+
+
+def test_a_second_scheduling_waits_for_a_shared_job_and_runs_after_the_first_is_deleted(
+    esi_stack: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:  # original 9
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    for job in ("shared", "own"):
+        spark_job(esi_stack, namespace, job)
+    scheduling(esi_stack, namespace, "first", ["shared"])
+    wait_for("the first to complete", completed(esi_stack, namespace, "first"), timeout=120)
+    scheduling(esi_stack, namespace, "second", ["shared", "own"])
+
+    waiting = wait_for(
+        "the second to say what it waits for",
+        lambda: status(esi_stack, namespace, "scheduling", "second").get("waitingFor"),
+        timeout=30,
+    )
+    assert "held by scheduling first" in waiting
+    assert status(esi_stack, namespace, "scheduling", "second")["state"] == "Pending"
+    holds = {lease.metadata.name for lease in client.list(Lease, namespace=namespace) if lease.metadata}
+    assert "batchjob.own" not in holds, "nothing is held by a Scheduling that cannot hold everything"
+
+    esi_stack.kubectl("delete", "-n", namespace, "scheduling", "first", "--wait=true", "--timeout=60s")
+    wait_for("the second to complete", completed(esi_stack, namespace, "second"), timeout=120)
+    runs = status(esi_stack, namespace, "batchjob", "shared")["runs"]
+    assert [r["scheduling"] for r in runs] == ["first", "second"]
+
+
+def test_a_failed_run_is_retried_and_a_job_that_keeps_failing_is_recorded(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    spark_job(esi_stack, namespace, "flaky", **{"spark.esi.sim.failAttempts": "1"})
+    spark_job(esi_stack, namespace, "broken", **{"spark.esi.sim.failAttempts": "99"})
+    spark_job(esi_stack, namespace, "steady")
+    scheduling(esi_stack, namespace, "s", ["flaky", "broken", "steady"], retry={"limit": 1, "backoffSeconds": 1})
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=180)
+    records = job_records(esi_stack, namespace, "s")
+    assert {n: (r["state"], r["attempt"]) for n, r in records.items()} == {
+        "flaky": ("Succeeded", 2),
+        "broken": ("Failed", 2),
+        "steady": ("Succeeded", 1),
+    }
+    flaky = status(esi_stack, namespace, "batchjob", "flaky")["runs"]
+    assert [(r["attempt"], r["outcome"]) for r in flaky] == [(1, "Failed"), (2, "Succeeded")]
+    condition = next(
+        c for c in status(esi_stack, namespace, "scheduling", "s")["conditions"] if c["type"] == "Completed"
+    )
+    assert (condition["reason"], condition["message"]) == ("JobsFailed", "failed: broken")
+
+
+def test_the_operators_killed_mid_scheduling_converge_without_losing_or_repeating_a_job(
+    esi_stack: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    jobs = [f"j{k}" for k in range(6)]
+    for job in jobs:
+        spark_job(esi_stack, namespace, job)
+    scheduling(esi_stack, namespace, "s", [job for job in jobs for _ in range(2)])
+
+    wait_for(
+        "the first jobs to start",
+        lambda: any(r["state"] != "Waiting" for r in job_records(esi_stack, namespace, "s").values()),
+        timeout=60,
+    )
+    kill_operators(esi_stack)
+    try:
+        time.sleep(3)  # applications run on (the simulator is not the operators) while nobody reconciles
+    finally:
+        ensure_operators(esi_stack)
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=180)
+    for job in jobs:
+        runs = status(esi_stack, namespace, "batchjob", job)["runs"]
+        assert [r["outcome"] for r in runs] == ["Succeeded"], f"{job} ran {len(runs)} times: {runs}"
+    esi_stack.kubectl("delete", "-n", namespace, "scheduling", "s", "--wait=true", "--timeout=60s")
+    wait_for(
+        "every job Ready again",
+        lambda: all(status(esi_stack, namespace, "batchjob", j).get("state") == "Ready" for j in jobs),
+        timeout=60,
+    )
+    assert list(client.list(Lease, namespace=namespace)) == [], "no hold leaked"
+    wait_for("testbed Ready with 4 ghosts, no slot leaked", ready_with_ghosts(esi_stack, namespace, 4), timeout=60)
+
+
+def test_a_twenty_job_queue_completes_with_every_executor_in_its_slot(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, 4)
+    jobs = [f"q{k:02d}" for k in range(20)]
+    for job in jobs:
+        spark_job(esi_stack, namespace, job)
+    scheduling(esi_stack, namespace, "s", [job for job in jobs for _ in range(2)])
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=300)
+    records = job_records(esi_stack, namespace, "s")
+    assert {n: r["state"] for n, r in records.items()} == dict.fromkeys(jobs, "Succeeded")
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(r["slots"]) for n, r in records.items()})
+    assert {job for job, _, _ in executors.seen.values()} == set(jobs), "an executor of every job was seen running"
+    assert len(executors.seen) == 40, "two executors per job, each seen running"

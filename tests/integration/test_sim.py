@@ -1,0 +1,194 @@
+"""The simulated Spark and Flink operators on a real control plane: applications run, end and fail as the real
+operators' would, their pods are placed by the default kube-scheduler and run by KWOK, and deleting an
+application removes its pods through the garbage collector."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
+
+from esi.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from infra.local_cluster import LocalCluster
+from sim.names import ENDS_AT_ANNOTATION
+from tests.integration.kube import create_in, wait_for
+from tests.integration.sim_fixtures import (  # noqa: F401 (fixtures)
+    FlinkDeployment,
+    SparkApplication,
+    esi_sim,
+    sim_crds,
+    sim_garbage_collected,
+)
+
+SHARED = {"esi.test/pool": "shared"}  # the session's ordinary nodes; other tests' nodes stay untouched
+EXECUTOR_LABELS = {ROLE_LABEL: "executor", TESTBED_LABEL: "tb", JOB_LABEL: "wordcount"}
+
+
+def spark_manifest(name: str, *, job: str = "wordcount", conf: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": name, "labels": {ATTEMPT_LABEL: "1"}},
+        "spec": {
+            "type": "Scala",
+            "mainApplicationFile": "local:///opt/spark/examples/wordcount.jar",
+            "sparkConf": conf or {},
+            "nodeSelector": SHARED,
+            "driver": {"cores": 1, "memory": "512m"},
+            "executor": {
+                "instances": 2,
+                "cores": 1,
+                "memory": "1024m",
+                "memoryOverhead": "0m",
+                "labels": {**EXECUTOR_LABELS, JOB_LABEL: job},
+            },
+        },
+    }
+
+
+def flink_manifest(name: str, *, conf: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": "FlinkDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "job": {"jarURI": "local:///opt/flink/examples/WordCount.jar", "parallelism": 2},
+            "flinkConfiguration": {"taskmanager.numberOfTaskSlots": "1", **(conf or {})},
+            "podTemplate": {"spec": {"nodeSelector": SHARED}},
+            "jobManager": {"resource": {"cpu": 0.5, "memory": "1024m"}},
+            "taskManager": {
+                "resource": {"cpu": 0.7, "memory": "896m"},
+                "podTemplate": {"metadata": {"labels": EXECUTOR_LABELS}},
+            },
+        },
+    }
+
+
+def pods(client: Client, namespace: str, **labels: str) -> list[Any]:
+    selector: dict[str, Any] = dict(labels)
+    return list(client.list(Pod, namespace=namespace, labels=selector))
+
+
+def application(client: Client, resource: Any, namespace: str, name: str) -> dict[str, Any]:
+    """The application as plain data (lightkube's generic resources are dicts underneath)."""
+    return dict(client.get(resource, name, namespace=namespace))
+
+
+def spark_state(client: Client, namespace: str, name: str) -> str:
+    status = application(client, SparkApplication, namespace, name).get("status") or {}
+    return str((status.get("applicationState") or {}).get("state", ""))
+
+
+def flink_status(client: Client, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = application(client, FlinkDeployment, namespace, name).get("status") or {}
+    return status
+
+
+def test_a_spark_application_runs_its_executors_and_completes(
+    esi_sim: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+) -> None:
+    create_in(esi_sim, namespace, spark_manifest("wordcount"))
+
+    executors = wait_for(
+        "both executors to run",
+        lambda: (
+            [p for p in pods(client, namespace, **{"spark-role": "executor"}) if p.status.phase == "Running"]
+            if len(pods(client, namespace, **{"spark-role": "executor"})) == 2
+            else None
+        ),
+        timeout=30,
+    )
+    for pod in executors:
+        assert re.fullmatch(r"wordcount-[0-9a-f]{8}-exec-[12]", pod.metadata.name)
+        assert pod.metadata.labels.items() >= EXECUTOR_LABELS.items()
+        assert pod.metadata.ownerReferences[0].name == "wordcount-driver"
+        (container,) = pod.spec.containers
+        assert container.resources.requests == {"cpu": "1", "memory": "1Gi"}
+        assert container.resources.limits == {"memory": "1Gi"}
+        assert pod.spec.schedulerName == "default-scheduler"
+        assert pod.spec.nodeName.startswith("shared-")
+
+    wait_for("COMPLETED", lambda: spark_state(client, namespace, "wordcount") == "COMPLETED", timeout=30)
+
+    app = application(client, SparkApplication, namespace, "wordcount")
+    assert ENDS_AT_ANNOTATION in app["metadata"]["annotations"]
+    assert set(app["status"]["executorState"].values()) == {"COMPLETED"}
+    assert app["status"]["driverInfo"] == {"podName": "wordcount-driver"}
+    wait_for("the executors to go", lambda: not pods(client, namespace, **{"spark-role": "executor"}), timeout=30)
+    (driver,) = pods(client, namespace, **{"spark-role": "driver"})
+    assert driver.status.phase == "Succeeded"
+
+
+def test_a_flink_deployment_runs_its_taskmanagers_and_finishes(
+    esi_sim: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+) -> None:
+    create_in(esi_sim, namespace, flink_manifest("wordcount-flink"))
+
+    taskmanagers = wait_for(
+        "two TaskManagers",
+        lambda: found if len(found := pods(client, namespace, component="taskmanager")) == 2 else None,
+        timeout=30,
+    )
+    for pod in taskmanagers:
+        assert pod.metadata.labels.items() >= {**EXECUTOR_LABELS, "app": "wordcount-flink"}.items()
+        (container,) = pod.spec.containers
+        assert container.resources.requests == {"cpu": "700m", "memory": "896Mi"}
+        assert container.resources.limits == {"cpu": "700m", "memory": "896Mi"}
+
+    wait_for(
+        "FINISHED",
+        lambda: flink_status(client, namespace, "wordcount-flink").get("jobStatus", {}).get("state") == "FINISHED",
+        timeout=30,
+    )
+    status = flink_status(client, namespace, "wordcount-flink")
+    assert (status["lifecycleState"], status["jobManagerDeploymentStatus"]) == ("STABLE", "MISSING")
+    wait_for("every pod to go", lambda: not pods(client, namespace, app="wordcount-flink"), timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["spark", "flink"])
+def test_an_injected_failure_ends_the_application_failed(
+    esi_sim: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+    kind: str,
+) -> None:
+    if kind == "spark":
+        create_in(esi_sim, namespace, spark_manifest("doomed", conf={"spark.esi.sim.failAttempts": "1"}))
+        wait_for("FAILED", lambda: spark_state(client, namespace, "doomed") == "FAILED", timeout=30)
+        app = application(client, SparkApplication, namespace, "doomed")
+        assert "simulated failure: attempt 1" in app["status"]["applicationState"]["errorMessage"]
+        wait_for("the executors to go", lambda: not pods(client, namespace, **{"spark-role": "executor"}), timeout=30)
+        (driver,) = pods(client, namespace, **{"spark-role": "driver"})
+        assert driver.status.phase == "Failed"
+    else:
+        create_in(esi_sim, namespace, flink_manifest("doomed", conf={"esi.sim.fail-attempts": "1"}))
+        wait_for(
+            "FAILED", lambda: flink_status(client, namespace, "doomed").get("lifecycleState") == "FAILED", timeout=30
+        )
+        status = flink_status(client, namespace, "doomed")
+        assert status["jobStatus"]["state"] == "FAILED"
+        assert "simulated failure: attempt 1" in status["error"]
+        wait_for("every pod to go", lambda: not pods(client, namespace, app="doomed"), timeout=30)
+
+
+def test_deleting_a_running_application_removes_its_pods(
+    esi_sim: LocalCluster,  # noqa: F811
+    sim_garbage_collected: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+) -> None:
+    # batchjob-sample3 runs 444 s alone in the thesis' table: seconds here, long enough to delete it running.
+    create_in(esi_sim, namespace, spark_manifest("long", job="batchjob-sample3"))
+    wait_for("RUNNING", lambda: spark_state(client, namespace, "long") == "RUNNING", timeout=30)
+    wait_for("both executors", lambda: len(pods(client, namespace, **{"spark-role": "executor"})) == 2, timeout=30)
+
+    client.delete(SparkApplication, "long", namespace=namespace)
+
+    wait_for("the driver and the executors to go", lambda: not pods(client, namespace), timeout=30)

@@ -1,0 +1,400 @@
+"""The simulated operators' decisions: status transitions, the run's plan, failures — on a small stand-in cluster."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from esi.names import ATTEMPT_LABEL
+from sim.lifecycle import (
+    Annotate,
+    CreatePod,
+    Decision,
+    DeletePod,
+    EndPod,
+    Observation,
+    RunPlan,
+    SimSettings,
+    WriteStatus,
+    decide,
+    rejected,
+)
+from sim.names import COLOCATED_ANNOTATION, ENDS_AT_ANNOTATION, FAILURE_ANNOTATION
+from sim.pods import NodeExecutor, PodView, node_executor, pod_view
+from sim.runtime import InterferenceModel
+from tests.unit.test_sim_pods import esi_executor, flink_app, spark_app
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+TABLE = "job,colocated_with,mean_runtime_s,samples\nbatchjob-spark,batchjob-flink,70,4\n"
+SETTINGS = SimSettings(InterferenceModel.from_csv(TABLE, bases={"batchjob-spark": 50}, time_scale=0.1))
+
+
+class World:
+    """A stand-in for the cluster: applies decisions as the API server would, binds and runs pods as the
+    kube-scheduler and KWOK would, and lets time pass."""
+
+    def __init__(self, app: dict[str, Any], settings: SimSettings = SETTINGS) -> None:
+        self.app = copy.deepcopy(app)
+        self.settings = settings
+        self.pods: dict[str, PodView] = {}
+        self.others: dict[str, list[NodeExecutor]] = {}  # other applications' executors, by node
+        self.now = NOW
+
+    @property
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = self.app.get("status") or {}
+        return status
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        annotations: dict[str, str] = self.app["metadata"]["annotations"]
+        return annotations
+
+    def observation(self) -> Observation:
+        nodes: dict[str, list[NodeExecutor]] = {node: list(found) for node, found in self.others.items()}
+        for pod in self.pods.values():
+            held = node_executor(pod)
+            if held is not None:
+                nodes.setdefault(held[0], []).append(held[1])
+        return Observation(self.app, list(self.pods.values()), nodes, self.now)
+
+    def decide(self) -> Decision:
+        return decide(self.observation(), self.settings)
+
+    def apply(self, decision: Decision) -> Decision:
+        for action in decision.actions:
+            if isinstance(action, CreatePod):
+                manifest = action.manifest
+                uid = f"uid-{manifest['metadata']['name']}"
+                view = pod_view({**manifest, "metadata": {**manifest["metadata"], "uid": uid}})
+                assert view is not None
+                self.pods[view.name] = view
+            elif isinstance(action, DeletePod):
+                del self.pods[action.name]
+            elif isinstance(action, EndPod):
+                self.pods[action.pod.name] = _with(action.pod, phase="Succeeded" if action.succeeded else "Failed")
+            elif isinstance(action, Annotate):
+                self.annotations.update(action.annotations)
+            elif isinstance(action, WriteStatus):
+                self.app["status"] = copy.deepcopy(action.status)
+        return decision
+
+    def step(self) -> Decision:
+        return self.apply(self.decide())
+
+    def run_pods(self, nodes: Iterable[str] = ("n0", "n1", "n2")) -> None:
+        """Bind every pending pod (round robin over ``nodes``) and let it run."""
+        choices = list(nodes)
+        for i, name in enumerate(sorted(p for p, v in self.pods.items() if v.phase == "Pending")):
+            self.pods[name] = _with(self.pods[name], phase="Running", node=choices[i % len(choices)])
+
+    def settle(self) -> None:
+        """Decide and run pods until nothing changes any more."""
+        for _ in range(20):
+            decision = self.step()
+            self.run_pods()
+            if not decision.actions:
+                return
+        raise AssertionError("the decisions never settled")
+
+    def pass_time(self, until: datetime) -> None:
+        self.now = until
+
+
+def _with(pod: PodView, **changes: Any) -> PodView:
+    return PodView(**{**pod.__dict__, **changes})
+
+
+def kinds(decision: Decision) -> list[str]:
+    return [type(action).__name__ for action in decision.actions]
+
+
+def spark_job(**metadata: Any) -> dict[str, Any]:
+    return spark_app(driver={"cores": 1, "memory": "512m"}, executor=esi_executor(), **metadata)
+
+
+def flink_job(**metadata: Any) -> dict[str, Any]:
+    template = {"metadata": {"labels": {"esi.tu-berlin.de/job": "batchjob-flink"}}}
+    return flink_app(taskManager={"replicas": 2, "resource": {"cpu": 1, "memory": "1g"}, "podTemplate": template})
+
+
+# --- Spark ------------------------------------------------------------------------------------------------
+
+
+def test_a_spark_application_is_submitted_runs_and_completes() -> None:
+    world = World(spark_job())
+
+    submitted = world.step()
+    assert kinds(submitted) == ["CreatePod", "WriteStatus"]
+    assert list(world.pods) == ["wordcount-driver"]
+    assert world.status["applicationState"] == {"state": "SUBMITTED"}
+    assert world.status["driverInfo"] == {"podName": "wordcount-driver"}
+    assert world.status["sparkApplicationId"] == "spark-9f44a280477d48279bd10f0fb82ecfb4"
+    assert (world.status["submissionAttempts"], world.status["executionAttempts"]) == (1, 1)
+    assert world.status["lastSubmissionAttemptTime"] == "2026-01-01T12:00:00Z"
+    assert world.step().actions == ()  # the driver is not running yet
+
+    world.run_pods()
+    running = world.step()
+    assert world.status["applicationState"] == {"state": "RUNNING"}
+    assert sorted(world.pods) == ["wordcount-9f44a280-exec-1", "wordcount-9f44a280-exec-2", "wordcount-driver"]
+    assert world.status["executorState"] == {}  # created, not seen yet
+    assert [e[1] for e in running.events] == ["SparkApplicationRunning"]
+
+    world.step()
+    assert set(world.status["executorState"].values()) == {"PENDING"}
+    world.run_pods()
+    started = world.step()
+    assert set(world.status["executorState"].values()) == {"RUNNING"}
+    ends_at = NOW + timedelta(seconds=5)  # 50 s alone, x 0.1
+    assert world.annotations[ENDS_AT_ANNOTATION] == ends_at.isoformat()
+    assert world.annotations[COLOCATED_ANNOTATION] == ""
+    assert FAILURE_ANNOTATION not in world.annotations
+    assert started.wake_at == ends_at
+
+    world.pass_time(ends_at - timedelta(milliseconds=1))
+    assert world.step().actions == ()
+    world.pass_time(ends_at)
+    done = world.step()
+    assert kinds(done) == ["DeletePod", "DeletePod", "EndPod", "WriteStatus"]
+    assert list(world.pods) == ["wordcount-driver"]
+    assert world.pods["wordcount-driver"].phase == "Succeeded"
+    assert world.status["applicationState"] == {"state": "COMPLETED"}
+    assert world.status["executorState"] == {
+        "wordcount-9f44a280-exec-1": "COMPLETED",
+        "wordcount-9f44a280-exec-2": "COMPLETED",
+    }
+    assert world.status["terminationTime"] == "2026-01-01T12:00:05Z"
+    assert world.step().actions == ()
+
+
+def test_the_run_lasts_what_the_model_says_for_the_jobs_on_its_nodes() -> None:
+    world = World(spark_job())
+    world.others = {"n0": [NodeExecutor("other-app", "batchjob-flink")], "n9": [NodeExecutor("far", "far-job")]}
+
+    world.settle()
+
+    assert world.annotations[COLOCATED_ANNOTATION] == "batchjob-flink"
+    assert world.annotations[ENDS_AT_ANNOTATION] == (NOW + timedelta(seconds=7)).isoformat()  # 70 s x 0.1
+
+
+def test_a_recorded_plan_is_kept_by_a_restarted_simulator_with_other_settings() -> None:
+    world = World(spark_job())
+    world.settle()
+    plan = RunPlan.of(world.annotations)
+
+    world.settings = SimSettings(InterferenceModel(default_runtime=999), failure_rate=1.0)
+    world.others = {"n0": [NodeExecutor("late", "late-job")]}
+    again = world.decide()
+
+    assert again.actions == ()
+    assert plan is not None
+    assert again.wake_at == plan.ends_at
+
+
+def test_the_same_view_gives_the_same_decision() -> None:
+    world = World(spark_job())
+    world.settle()
+    world.pass_time(world.now + timedelta(seconds=10))
+
+    assert world.decide() == world.decide()
+
+
+@pytest.mark.parametrize(
+    ("attempt", "fail_attempts", "fails"),
+    [
+        pytest.param(None, "1", True, id="first attempt, failing one"),
+        pytest.param("2", "1", False, id="second attempt, failing one"),
+        pytest.param("2", "2", True, id="second attempt, failing two"),
+        pytest.param("1", None, False, id="no injection"),
+        pytest.param("1", "zero", False, id="unreadable injection"),
+    ],
+)
+def test_failure_injection_by_attempt(attempt: str | None, fail_attempts: str | None, fails: bool) -> None:
+    labels = {ATTEMPT_LABEL: attempt} if attempt else {}
+    conf = {"spark.esi.sim.failAttempts": fail_attempts} if fail_attempts else {}
+    spark = World(spark_app(executor=esi_executor(), labels=labels, sparkConf=conf))
+    flink_conf = {"esi.sim.fail-attempts": fail_attempts} if fail_attempts else {}
+    flink = World(flink_app(labels=labels, flinkConfiguration=flink_conf))
+
+    for world in (spark, flink):
+        world.settle()
+        plan = RunPlan.of(world.annotations)
+        assert plan is not None
+        world.pass_time(plan.ends_at)
+        world.settle()
+
+    assert spark.status["applicationState"]["state"] == ("FAILED" if fails else "COMPLETED")
+    assert flink.status["jobStatus"]["state"] == ("FAILED" if fails else "FINISHED")
+    if fails:
+        assert "simulated failure: attempt" in spark.status["applicationState"]["errorMessage"]
+        assert spark.pods["wordcount-driver"].phase == "Failed"
+        assert set(spark.status["executorState"].values()) == {"FAILED"}
+        assert flink.status["lifecycleState"] == "FAILED"
+        assert "simulated failure" in json.loads(flink.status["error"])["message"]
+    assert [p.role.value for p in spark.pods.values()] == ["driver"]
+    assert flink.pods == {}
+
+
+@pytest.mark.parametrize(("rate", "fails"), [(1.0, True), (0.0, False)])
+def test_random_failures_follow_the_rate(rate: float, fails: bool) -> None:
+    world = World(spark_job(), SimSettings(SETTINGS.model, failure_rate=rate, seed=7))
+
+    world.settle()
+
+    assert (FAILURE_ANNOTATION in world.annotations) is fails
+
+
+def test_random_failures_are_the_same_for_the_same_seed_and_application() -> None:
+    def failing(seed: int, uid: str) -> bool:
+        plan = SimSettings(failure_rate=0.5, seed=seed).plan(spark_app(uid=uid), "j", [], NOW)
+        return plan.failure is not None
+
+    uids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(40)]
+    first = [failing(1, uid) for uid in uids]
+
+    assert first == [failing(1, uid) for uid in uids]
+    assert 0 < sum(first) < len(uids)
+    assert first != [failing(2, uid) for uid in uids]
+
+
+def test_an_executor_deleted_during_the_run_fails_the_application() -> None:
+    world = World(spark_job())
+    world.settle()
+
+    del world.pods["wordcount-9f44a280-exec-2"]
+    lost = world.step()
+
+    assert kinds(lost) == ["DeletePod", "EndPod", "WriteStatus"]
+    assert world.status["applicationState"] == {
+        "state": "FAILED",
+        "errorMessage": "executor lost: wordcount-9f44a280-exec-2 was deleted",
+    }
+    assert world.pods["wordcount-driver"].phase == "Failed"
+    assert world.step().actions == ()
+
+
+def test_an_executor_not_seen_yet_is_created_not_lost() -> None:
+    world = World(spark_job())
+    world.step()
+    world.run_pods()
+    world.step()  # RUNNING, executors created
+
+    del world.pods["wordcount-9f44a280-exec-1"]  # e.g. the watch has not shown it yet
+    again = world.step()
+
+    assert kinds(again) == ["CreatePod", "WriteStatus"]
+    assert world.status["applicationState"]["state"] == "RUNNING"
+
+
+def test_a_deleted_driver_fails_a_running_application() -> None:
+    world = World(spark_job())
+    world.settle()
+
+    del world.pods["wordcount-driver"]
+    world.step()
+
+    assert world.status["applicationState"] == {
+        "state": "FAILED",
+        "errorMessage": "driver pod wordcount-driver was deleted",
+    }
+    assert world.pods == {}
+
+
+def test_a_finished_application_only_clears_what_is_left() -> None:
+    world = World(spark_job())
+    world.settle()
+    status = copy.deepcopy(world.status) | {"applicationState": {"state": "COMPLETED"}}
+    world.app["status"] = status
+
+    cleanup = world.step()
+
+    assert kinds(cleanup) == ["DeletePod", "DeletePod", "EndPod"]
+    assert world.status == status
+
+
+def test_a_spec_no_operator_could_run_fails_its_submission() -> None:
+    world = World(spark_app(executor={"memory": "lots"}, driver={"memory": "plenty"}))
+
+    world.step()
+
+    assert world.status["applicationState"]["state"] == "SUBMISSION_FAILED"
+    assert "spec.driver.memory is 'plenty'" in world.status["applicationState"]["errorMessage"]
+    assert world.pods == {}
+
+
+def test_a_pod_the_api_server_refuses_fails_the_application() -> None:
+    world = World(spark_job())
+    refused = rejected(world.observation(), "pod wordcount-driver: serviceaccount spark not found")
+    world.apply(refused)
+    assert world.status["applicationState"] == {
+        "state": "SUBMISSION_FAILED",
+        "errorMessage": "pod wordcount-driver: serviceaccount spark not found",
+    }
+
+    flink = World(flink_job())
+    flink.apply(rejected(flink.observation(), "pod x: forbidden"))
+    assert (flink.status["lifecycleState"], flink.status["jobStatus"]["state"]) == ("FAILED", "FAILED")
+
+
+# --- Flink ------------------------------------------------------------------------------------------------
+
+
+def test_a_flink_deployment_is_deployed_runs_and_finishes() -> None:
+    world = World(flink_job())
+
+    world.step()
+    assert world.status == {
+        "lifecycleState": "CREATED",
+        "jobManagerDeploymentStatus": "MISSING",
+        "jobStatus": {"jobName": "wordcount-flink", "jobId": "2eac75d157484ea9916f3864a74902f2"},
+    }
+    assert world.pods == {}
+
+    world.step()
+    assert (world.status["lifecycleState"], world.status["jobManagerDeploymentStatus"]) == ("DEPLOYED", "DEPLOYING")
+    assert world.status["jobStatus"]["state"] == "CREATED"
+    assert list(world.pods) == ["wordcount-flink-2eac75d157-484ea"]
+
+    world.run_pods()
+    world.step()
+    assert world.status["jobManagerDeploymentStatus"] == "READY"
+    assert sorted(world.pods)[1:] == ["wordcount-flink-taskmanager-1-1", "wordcount-flink-taskmanager-1-2"]
+    assert world.status["jobStatus"]["state"] == "CREATED"
+
+    world.run_pods()
+    world.step()
+    assert world.status["lifecycleState"] == "STABLE"
+    assert world.status["jobStatus"]["state"] == "RUNNING"
+    assert world.status["jobStatus"]["startTime"] == str(int(NOW.timestamp() * 1000))
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert plan.ends_at == NOW + timedelta(seconds=6)  # batchjob-flink is unknown: the default 60 s x 0.1
+
+    world.pass_time(plan.ends_at)
+    world.step()
+    assert world.status["jobStatus"]["state"] == "FINISHED"
+    assert world.status["jobManagerDeploymentStatus"] == "MISSING"
+    assert world.status["lifecycleState"] == "STABLE"
+    assert "error" not in world.status
+    assert world.pods == {}
+    assert world.step().actions == ()
+
+
+def test_a_lost_taskmanager_fails_the_job() -> None:
+    world = World(flink_job())
+    world.settle()
+
+    world.pods["wordcount-flink-taskmanager-1-1"] = _with(world.pods["wordcount-flink-taskmanager-1-1"], phase="Failed")
+    world.step()
+
+    assert world.status["lifecycleState"] == "FAILED"
+    assert world.status["jobStatus"]["state"] == "FAILED"
+    message = json.loads(world.status["error"])["message"]
+    assert message == "TaskManager lost: wordcount-flink-taskmanager-1-1 failed"
+    assert world.pods == {}

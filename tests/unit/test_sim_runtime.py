@@ -1,0 +1,91 @@
+"""The workload model: base runtimes, measured pairs, unmeasured pairs and the time scale."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError
+
+THESIS = InterferenceModel.from_csv(DEFAULT_TABLE)
+TABLE = """job,colocated_with,mean_runtime_s,samples
+a,b,100,3
+a,c,120,2
+b,a,50,4
+"""
+
+
+def test_the_shipped_table_is_the_theses_measurements() -> None:
+    assert THESIS.runtime("batchjob-sample3", ["batchjob-flink"]) == 444
+    assert THESIS.runtime("spark-crawler", ["batchjob-flink2"]) == 171
+    # Not symmetric: each row is the runtime of its own job only.
+    assert THESIS.runtime("batchjob-flink", ["spark-crawler"]) == 34
+    assert THESIS.runtime("spark-crawler", ["batchjob-flink"]) == 173
+
+
+@pytest.mark.parametrize(
+    ("bases", "job", "base"),
+    [
+        pytest.param({}, "a", 100, id="the mildest measured neighbour"),
+        pytest.param({"a": 80}, "a", 80, id="an explicit base wins"),
+        pytest.param({}, "z", 60, id="an unknown job: the default runtime"),
+    ],
+)
+def test_a_job_alone_runs_its_base(bases: dict[str, float], job: str, base: float) -> None:
+    model = InterferenceModel.from_csv(TABLE, bases=bases)
+
+    assert model.base(job) == base
+    assert model.runtime(job, []) == base
+
+
+@pytest.mark.parametrize(
+    ("colocated", "runtime"),
+    [
+        pytest.param(["b"], 100, id="a measured pair"),
+        pytest.param(["b", "c"], 120, id="the slowest neighbour decides"),
+        pytest.param(["x"], 120, id="an unmeasured pair: base x factor"),
+        pytest.param(["b", "x", "x"], 120, id="measured and unmeasured"),
+        pytest.param(["c", "x"], 120, id="a tie"),
+    ],
+)
+def test_a_job_next_to_others(colocated: list[str], runtime: float) -> None:
+    model = InterferenceModel.from_csv(TABLE, unknown_pair_factor=1.2)
+
+    assert model.runtime("a", colocated) == pytest.approx(runtime)
+
+
+def test_the_unmeasured_pair_factor_applies_to_the_explicit_base() -> None:
+    model = InterferenceModel.from_csv(TABLE, bases={"z": 10}, unknown_pair_factor=1.5, default_runtime=30)
+
+    assert model.runtime("z", ["a"]) == 15
+    assert model.runtime("q", ["a"]) == 45
+
+
+def test_the_time_scale_turns_model_seconds_into_wall_clock_time() -> None:
+    model = InterferenceModel.from_csv(DEFAULT_TABLE, time_scale=0.01)
+
+    assert model.duration("batchjob-sample3", []) == timedelta(seconds=4.44)
+    assert model.duration("batchjob-sample3", ["spark-crawler"]) == timedelta(seconds=4.93)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("job,with,runtime\na,b,1\n", "header", id="wrong header"),
+        pytest.param(TABLE + "a,d,fast,1\n", "line 5", id="not a number"),
+        pytest.param(TABLE + "a,d,-1,1\n", "positive", id="negative runtime"),
+        pytest.param(TABLE + "a,b,99,1\n", "a second row for a next to b", id="duplicate pair"),
+        pytest.param(TABLE + ",b,99,1\n", "must not be empty", id="no job"),
+    ],
+)
+def test_a_table_that_cannot_be_used_is_refused_saying_where(text: str, message: str) -> None:
+    with pytest.raises(ModelError, match=message):
+        InterferenceModel.from_csv(text)
+
+
+def test_settings_must_be_positive() -> None:
+    with pytest.raises(ModelError, match="time_scale"):
+        InterferenceModel.from_csv(TABLE, time_scale=0)
+    with pytest.raises(ModelError, match="base of a"):
+        InterferenceModel.from_csv(TABLE, bases={"a": -5})
