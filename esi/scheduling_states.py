@@ -35,6 +35,7 @@ from esi.testbed import SlotState, TestbedStatus
 __all__ = [
     "Claim",
     "JobView",
+    "Release",
     "SchedulingDecision",
     "SchedulingObservation",
     "TestbedView",
@@ -102,9 +103,16 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Release:
+    """Let go of these jobs: they left the spec before they started (the reconciler deletes their holds)."""
+
+    jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SchedulingDecision:
     status: SchedulingStatus
-    actions: tuple[Claim, ...] = ()
+    actions: tuple[Claim | Release, ...] = ()
     events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message)
     decide_again_in: float | None = None  # seconds until a failed job's backoff ends, if one waits
 
@@ -124,7 +132,7 @@ def decide_scheduling(
     demand = _demand(spec)
     jobs = _progress(current.jobs, demand, now)
     events: list[tuple[str, str]] = []
-    actions: list[Claim] = []
+    actions: list[Claim | Release] = []
     problems = _reference_problems(spec, namespace)
     testbed = observation.testbed
     if testbed is not None:
@@ -158,6 +166,11 @@ def decide_scheduling(
         else:
             state, waiting_for = SchedulingState.RUNNING, _waiting_for(jobs, testbed, spec, name)
 
+    kept = set(demand) | {p.name for p in jobs}
+    dropped = tuple(sorted(j for j, view in observation.jobs.items() if view.held_by == name and j not in kept))
+    if dropped:
+        actions.append(Release(dropped))
+        events.append(("Released", f"{_names(dropped)} left the spec before starting"))
     if state != current.state:
         events.insert(0, (state.value, waiting_for or state.value))
     finished = sum(p.state in _FINISHED for p in jobs)

@@ -168,7 +168,11 @@ async def _reconcile(
         now=utc_now(),
     )
     for action in decision.actions:
-        await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
+        if isinstance(action, Claim):
+            await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
+        else:  # jobs that left the spec before they started: their holds go, so they are Ready again
+            for job in action.jobs:
+                await ignore(404, client.delete(Lease, hold_name(HoldKind.BATCHJOB, job), namespace=namespace))
     post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
     return decision.decide_again_in

@@ -314,3 +314,32 @@ def test_a_twenty_job_queue_completes_with_every_executor_in_its_slot(
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(r["slots"]) for n, r in records.items()})
     assert {job for job, _, _ in executors.seen.values()} == set(jobs), "an executor of every job was seen running"
     assert len(executors.seen) == 40, "two executors per job, each seen running"
+
+
+def test_online_edits_of_a_running_scheduling_take_effect(
+    esi_stack: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, 1)  # two slots: one job at a time
+    long = "batchjob-sample3"  # the co-location table makes it the long one (444 s x the session's time scale)
+    for job in (long, "removed", "appended"):
+        spark_job(esi_stack, namespace, job)
+    scheduling(esi_stack, namespace, "s", [long, long, "removed", "removed"])
+    wait_for(
+        f"{long} to run",
+        lambda: job_records(esi_stack, namespace, "s").get(long, {}).get("state") in ("Submitted", "Running"),
+        timeout=60,
+    )
+    assert job_records(esi_stack, namespace, "s")["removed"]["state"] == "Waiting"
+
+    queue = [{"name": j} for j in (long, long, "appended", "appended")]
+    esi_stack.kubectl(
+        "patch", "-n", namespace, "scheduling", "s", "--type=merge", "-p", json.dumps({"spec": {"queueBased": queue}})
+    )
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    records = job_records(esi_stack, namespace, "s")
+    assert {n: r["state"] for n, r in records.items()} == {long: "Succeeded", "appended": "Succeeded"}
+    removed = status(esi_stack, namespace, "batchjob", "removed")
+    assert (removed.get("state"), removed.get("runs", [])) == ("Ready", []), "let go, never run"
+    holds = {lease.metadata.name for lease in client.list(Lease, namespace=namespace) if lease.metadata}
+    assert "batchjob.removed" not in holds

@@ -33,6 +33,7 @@ from esi.scheduling import JobState, SchedulingSpec, SchedulingState, Scheduling
 from esi.scheduling_states import (
     Claim,
     JobView,
+    Release,
     SchedulingObservation,
     TestbedView,
     decide_scheduling,
@@ -110,7 +111,7 @@ class World:
         for name, (spec, status) in list(self.schedulings.items()):
             decision = decide_scheduling(spec, status, self.observe(), name=name, namespace="ns", generation=1, now=now)
             for action in decision.actions:
-                self.claim(name, action)
+                self.act(name, action)
             for reason, message in decision.events:
                 if reason == "Reserved":
                     job = message.split()[1]
@@ -170,6 +171,13 @@ class World:
         running = n if app.age >= 2 else 0
         phase = ApplicationPhase.RUNNING if running else ApplicationPhase.PENDING
         return BatchJobObservation(holder, ApplicationView(phase, n, bound, running))
+
+    def act(self, name: str, action: Claim | Release) -> None:
+        if isinstance(action, Claim):
+            self.claim(name, action)
+        else:
+            for job in action.jobs:
+                self.job_holders.pop(job, None)
 
     def claim(self, name: str, claim: Claim) -> None:
         holders = [self.testbed_holder, *(self.job_holders.get(j) for j in claim.jobs)]
@@ -349,6 +357,33 @@ def test_jobs_appended_while_it_runs_are_scheduled_too() -> None:
 
     assert w.slots_of("j2") == [(0, 1)]
     assert w.slots_of("j1") == [(0,)], "a finished job does not run again"
+
+
+def test_a_job_removed_before_it_started_is_let_go_and_never_runs() -> None:
+    spec = queue("a", "a", "b", "b")
+    observation = held({0, 1}, a=JobView(held_by="s"), b=JobView(held_by="s"))
+    first = decide_scheduling(spec, None, observation, name="s", namespace="ns", generation=1, now=T0)
+    assert [p.state for p in first.status.jobs] == [JobState.RESERVED, JobState.WAITING]
+
+    edited = queue("a", "a", "c")  # b removed, c appended while a runs
+    observation = held(set(), a=JobView(held_by="s"), b=JobView(held_by="s"), c=JobView())
+    second = decide_scheduling(edited, first.status, observation, name="s", namespace="ns", generation=2, now=T0)
+
+    assert [p.name for p in second.status.jobs] == ["a", "c"]
+    assert second.actions == (Claim("tb", ("a", "c")), Release(("b",)))
+    assert ("Released", "b left the spec before starting") in second.events
+
+
+def test_a_started_job_removed_from_the_spec_is_kept_and_held() -> None:
+    spec = queue("a")
+    observation = held({0, 1}, a=JobView(held_by="s"))
+    first = decide_scheduling(spec, None, observation, name="s", namespace="ns", generation=1, now=T0)
+    edited = queue("b")
+    observation = held(set(), a=JobView(held_by="s"), b=JobView(held_by="s"))
+    second = decide_scheduling(edited, first.status, observation, name="s", namespace="ns", generation=2, now=T0)
+
+    assert [p.name for p in second.status.jobs] == ["b", "a"]
+    assert not [a for a in second.actions if isinstance(a, Release)]
 
 
 def test_a_queue_that_can_never_be_placed_fails_with_the_reason() -> None:
