@@ -135,7 +135,7 @@ def decide_scheduling(
     actions: list[Claim | Release] = []
     problems = _reference_problems(spec, namespace)
     testbed = observation.testbed
-    if testbed is not None:
+    if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait, below
         problems += _placement_problems(spec, testbed.slot_ids)
     missing = [j for j in demand if j not in observation.jobs]
     blockers = _blockers(spec, observation, name)
@@ -144,6 +144,8 @@ def decide_scheduling(
         state, waiting_for = SchedulingState.FAILED, "a spec that can be placed: " + "; ".join(problems)
     elif testbed is None:
         state, waiting_for = SchedulingState.PENDING, f"testbed {spec.testbed.name} to exist"
+    elif not testbed.slot_ids:
+        state, waiting_for = SchedulingState.PENDING, f"testbed {spec.testbed.name} to have slots"
     elif missing:
         state, waiting_for = (
             SchedulingState.PENDING,

@@ -343,3 +343,40 @@ def test_online_edits_of_a_running_scheduling_take_effect(
     assert (removed.get("state"), removed.get("runs", [])) == ("Ready", []), "let go, never run"
     holds = {lease.metadata.name for lease in client.list(Lease, namespace=namespace) if lease.metadata}
     assert "batchjob.removed" not in holds
+
+
+def test_a_scheduling_deleted_while_the_operators_are_down_is_released_when_they_return(
+    esi_stack: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    long = "batchjob-sample3"  # long enough to be running when the Scheduling goes
+    spark_job(esi_stack, namespace, long)
+    scheduling(esi_stack, namespace, "s", [long, long])
+    wait_for(
+        f"{long} to run",
+        lambda: status(esi_stack, namespace, "batchjob", long).get("state") in ("Scheduled", "Running"),
+        timeout=60,
+    )
+
+    kill_operators(esi_stack)
+    try:
+        esi_stack.kubectl("delete", "-n", namespace, "scheduling", "s", "--wait=false")
+        time.sleep(2)
+        assert get(esi_stack, namespace, "scheduling", "s"), "its finalizer keeps it until it has let go"
+    finally:
+        ensure_operators(esi_stack)
+
+    wait_for("the Scheduling to be gone", lambda: not get(esi_stack, namespace, "scheduling", "s"), timeout=60)
+    wait_for(
+        "the job Ready again, its application gone",
+        lambda: (
+            status(esi_stack, namespace, "batchjob", long).get("state") == "Ready"
+            and not get(esi_stack, namespace, "sparkapplication", long)
+        ),
+        timeout=90,
+    )
+    assert list(client.list(Lease, namespace=namespace)) == [], "no hold left"
+    runs = status(esi_stack, namespace, "batchjob", long)["runs"]
+    # One run: cancelled by the release, or finished first if it outran the operators' restart.
+    assert [r["outcome"] for r in runs] in (["Cancelled"], ["Succeeded"])
+    wait_for("testbed Ready with 4 ghosts", ready_with_ghosts(esi_stack, namespace, 4), timeout=60)

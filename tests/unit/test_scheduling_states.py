@@ -386,6 +386,15 @@ def test_a_started_job_removed_from_the_spec_is_kept_and_held() -> None:
     assert not [a for a in second.actions if isinstance(a, Release)]
 
 
+def test_a_testbed_without_slots_yet_is_waited_for_not_failed() -> None:
+    spec = queue("a", "a")
+    empty = SchedulingObservation(TestbedView(frozenset(), frozenset()), {"a": JobView()})
+    decision = decide_scheduling(spec, None, empty, name="s", namespace="ns", generation=1, now=T0)
+
+    assert (decision.status.state, decision.status.waiting_for) == (SchedulingState.PENDING, "testbed tb to have slots")
+    assert decision.actions == ()
+
+
 def test_a_queue_that_can_never_be_placed_fails_with_the_reason() -> None:
     w = world(4, queue("big", "big", "big", "big", "big"))
     w.step()
