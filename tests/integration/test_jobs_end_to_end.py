@@ -380,3 +380,24 @@ def test_a_scheduling_deleted_while_the_operators_are_down_is_released_when_they
     # One run: cancelled by the release, or finished first if it outran the operators' restart.
     assert [r["outcome"] for r in runs] in (["Cancelled"], ["Succeeded"])
     wait_for("testbed Ready with 4 ghosts", ready_with_ghosts(esi_stack, namespace, 4), timeout=60)
+
+
+def test_slot_lists_run_each_job_on_exactly_its_slots(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:  # original 23: slot-based, relaxed lets a job whose slots are free start past a waiting one
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    for job in ("a", "b", "c"):
+        spark_job(esi_stack, namespace, job)
+    lists = {"a": [0, 1], "b": [0, 2], "c": [3]}
+    slot_based = {"mode": "relaxed", "jobs": [{"name": {"name": j}, "slotIds": ids} for j, ids in lists.items()]}
+    manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=None, slotBased=slot_based)
+    create_in(esi_stack, namespace, manifest | {"metadata": {"name": "s"}})
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    records = job_records(esi_stack, namespace, "s")
+    assert {n: (r["state"], sorted(r["slots"])) for n, r in records.items()} == {
+        n: ("Succeeded", ids) for n, ids in lists.items()
+    }
+    assert records["c"]["reservedAt"] <= records["b"]["reservedAt"], "c did not wait behind b"
+    assert records["b"]["reservedAt"] >= records["a"]["finishedAt"], "b waited for slot 0"
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(ids) for n, ids in lists.items()})
