@@ -171,8 +171,8 @@ class _Step:
             self.update(state=BatchJobState.QUEUED, attempt=holder.attempt, submitted_at=None)
         state = self.status.state
         if state in _FINISHED:
-            self.update(message=f"finished; held by scheduling {holder.scheduling} until it lets go")
-        elif application is None:
+            return  # held until its Scheduling lets go; the message keeps saying how it ended
+        if application is None:
             self._without_application(holder)
         else:
             self._with_application(holder, application)

@@ -18,10 +18,26 @@ from lightkube.codecs import from_dict
 from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
-from esi.applications import FLINK, SPARK, ApplicationKind, SlotAssignment, application_kind, application_manifest
+from esi.applications import (
+    FLINK,
+    SPARK,
+    ApplicationError,
+    ApplicationKind,
+    SlotAssignment,
+    application_kind,
+    application_manifest,
+)
 from esi.applications import application_view as view_of_application
 from esi.batchjob import BatchJob
-from esi.batchjob_states import BatchJobObservation, CreateApplication, DeleteApplication, Holder, decide_batchjob
+from esi.batchjob_states import (
+    ApplicationPhase,
+    ApplicationView,
+    BatchJobObservation,
+    CreateApplication,
+    DeleteApplication,
+    Holder,
+    decide_batchjob,
+)
 from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.meta import GROUP, VERSION, utc_now
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
@@ -261,7 +277,18 @@ async def _reconcile(
             if isinstance(assignment, str):
                 logger.info(f"batchjob {namespace}/{name} waits: {assignment}")
                 return None  # decided again when the Testbed is known
-            manifest = application_manifest(job, assignment, namespace=namespace, uid=body["metadata"]["uid"])
+            try:
+                manifest = application_manifest(job, assignment, namespace=namespace, uid=body["metadata"]["uid"])
+            except ApplicationError as err:  # e.g. a slot size the application cannot be given exactly
+                # A run that fails at submission, as the operator would report it: retried or recorded.
+                unbuildable = ApplicationView(ApplicationPhase.FAILED, message=f"cannot build the application: {err}")
+                decision = decide_batchjob(
+                    decision.status,
+                    dataclasses.replace(observation, application=unbuildable),
+                    generation=body["metadata"].get("generation"),
+                    now=utc_now(),
+                )
+                break
             await ignore(409, client.create(from_dict(manifest)))
     post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())

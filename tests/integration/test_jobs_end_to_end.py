@@ -401,3 +401,24 @@ def test_slot_lists_run_each_job_on_exactly_its_slots(
     assert records["c"]["reservedAt"] <= records["b"]["reservedAt"], "c did not wait behind b"
     assert records["b"]["reservedAt"] >= records["a"]["finishedAt"], "b waited for slot 0"
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(ids) for n, ids in lists.items()})
+
+
+def test_an_application_that_cannot_be_built_fails_its_run_with_the_reason(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/e2e-{unique}"
+    add_nodes(1, cpu="2", labels={label: "0"})
+    # 1G = 10^9 bytes is no whole number of MiB: no Spark executor can request exactly that.
+    manifest = testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1G"})
+    create_in(esi_stack, namespace, manifest | {"metadata": {"name": "tb"}})
+    wait_for("testbed Ready", ready_with_ghosts(esi_stack, namespace, 2), timeout=60)
+    spark_job(esi_stack, namespace, "odd")
+    scheduling(esi_stack, namespace, "s", ["odd"], retry={"limit": 0})
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=60)
+    job = status(esi_stack, namespace, "batchjob", "odd")
+    assert job["state"] == "Failed"
+    assert "cannot build the application" in job["message"]
+    assert "resourcesPerSlot.memory" in job["message"]
+    assert [r["outcome"] for r in job["runs"]] == ["Failed"]
+    assert not get(esi_stack, namespace, "sparkapplication", "odd"), "nothing half-built was created"

@@ -128,10 +128,12 @@ def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
 
 def test_an_application_failure_fails_the_job_with_the_operators_words() -> None:
     failed = ApplicationView(ApplicationPhase.FAILED, message="driver exited with code 1")
-    decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, failed)])
+    decisions = run(
+        [BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, failed), BatchJobObservation(HOLDER, failed)]
+    )
 
     assert decisions[-1].status.state == BatchJobState.FAILED
-    assert decisions[-1].status.message == "driver exited with code 1"
+    assert decisions[-1].status.message == "driver exited with code 1", "the reason stays while the job is held"
     assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
 
 
