@@ -43,6 +43,7 @@ from esi.meta import GROUP, VERSION, utc_now
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
 from esi.scheduling import JobState
 from esi.testbed import TestbedSpec, TestbedStatus
+from esi.testbed_states import FINISHED_PHASES
 from kube import BatchJobResource
 from operators.common import Wakeups, hold_of, ignore, post_events, write_status
 
@@ -50,7 +51,6 @@ __all__: list[str] = []
 
 Key = tuple[str, str]  # (namespace, name)
 _wakeups = Wakeups("batchjob")
-_FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 def _resource(kind: ApplicationKind) -> Any:
@@ -123,7 +123,7 @@ def executors_on_nodes(
 ) -> dict[str, Key]:
     """Per node, the (namespace, job) of every unfinished executor on it: who runs next to whom."""
     node = spec.get("nodeName")
-    if not node or status.get("phase") in _FINISHED_PHASES:
+    if not node or status.get("phase") in FINISHED_PHASES:
         return {}
     return {node: (namespace or "", labels[JOB_LABEL])}
 

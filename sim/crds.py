@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import yaml
 
+from esi import applications
+
 __all__ = ["CRD_DIR", "FLINK", "SPARK", "ApplicationType", "application_crds", "rendered"]
 
 CRD_DIR: Final = Path(__file__).resolve().parent.parent / "crds" / "sim"
@@ -47,8 +49,13 @@ class ApplicationType:
         return f"{self.plural}.{self.group}"
 
 
-SPARK: Final = ApplicationType("sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications", "sparkapp")
-FLINK: Final = ApplicationType("flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments", "flinkdep")
+# The kinds esi creates (esi.applications names them), with the short names their operators' CRDs give.
+SPARK: Final = ApplicationType(
+    applications.SPARK.group, applications.SPARK.version, applications.SPARK.kind, applications.SPARK.plural, "sparkapp"
+)
+FLINK: Final = ApplicationType(
+    applications.FLINK.group, applications.FLINK.version, applications.FLINK.kind, applications.FLINK.plural, "flinkdep"
+)
 
 _SPARK_COLUMNS: Final = (
     {"name": "Status", "type": "string", "jsonPath": ".status.applicationState.state"},
