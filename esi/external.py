@@ -1,0 +1,278 @@
+"""The external scheduler's view: the original's JSON shapes (reference §7.1), from and to esi's resources.
+
+Schedulers written for the original read these shapes and state names, so the wire keeps them: Testbed
+states ``INITIAL``/``SUCCESS``/``RUNNING``/``ERROR``, slot states ``FREE``/``RESERVED``/``OCCUPIED``,
+BatchJob states ``ReadyState`` … ``CompletedState``, Scheduling states ``AcquireState`` …
+``CompletedState`` and per-job ``Acquiring`` … ``Completed``. esi's own words go in additive fields
+(``namespace``, ``esiState``, ``waitingFor``, ``message``, ``runs``), which the original's clients ignore.
+
+Differences on purpose: a Testbed without slots yet is an empty ``slotsByNode`` (the original threw); a run
+that failed is ``successful: false`` and a job whose last run failed is ``FailedSubmissionState``, as the
+original named an application failure. Pure: models in, models out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from esi.batchjob import BatchJob, BatchJobState, RunRecord
+from esi.meta import EsiModel, ObjectReference
+from esi.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
+from esi.testbed import SlotState, Testbed, TestbedState
+
+__all__ = [
+    "ExternalBatchJob",
+    "ExternalScheduledEvent",
+    "ExternalScheduling",
+    "ExternalSlot",
+    "ExternalSlots",
+    "ExternalSlotsJob",
+    "ExternalTestbed",
+    "JobStatusEntry",
+    "ResourceModification",
+    "external_batchjob",
+    "external_scheduling",
+    "external_testbed",
+    "scheduling_spec",
+]
+
+_TESTBED_STATES = {
+    TestbedState.PENDING: "INITIAL",
+    TestbedState.READY: "SUCCESS",
+    TestbedState.IN_USE: "RUNNING",
+    TestbedState.DEGRADED: "ERROR",
+}
+_SLOT_STATES = {SlotState.FREE: "FREE", SlotState.RESERVED: "RESERVED", SlotState.OCCUPIED: "OCCUPIED"}
+_BATCHJOB_STATES = {
+    BatchJobState.READY: "ReadyState",
+    BatchJobState.QUEUED: "InQueueState",
+    BatchJobState.SUBMITTED: "SubmittedState",
+    BatchJobState.SCHEDULED: "ScheduledState",
+    BatchJobState.RUNNING: "RunningState",
+    BatchJobState.SUCCEEDED: "CompletedState",
+    BatchJobState.FAILED: "FailedSubmissionState",
+    BatchJobState.RELEASING: "PendingDeletion",
+}
+_JOB_STATES = {
+    JobState.RESERVED: "Submitted",
+    JobState.SUBMITTED: "Submitted",
+    JobState.RUNNING: "Scheduled",
+    JobState.SUCCEEDED: "Completed",
+    JobState.FAILED: "Completed",
+}
+
+
+class _Wire(EsiModel):
+    """A response shape: the original's field names (camelCase), every field written, even when null."""
+
+
+class ExternalSlot(_Wire):
+    state: str
+    pod_name: str | None = None
+    pod_u_id: str | None = Field(default=None, description="Not tracked by esi; always null.")
+    node_name: str
+    node_id: int
+    slot_position_on_node: int
+    position: int
+    reserved_for: str | None = Field(default=None, description="The job the slot is reserved for or used by.")
+
+
+class ExternalTestbed(_Wire):
+    name: str
+    namespace: str
+    state: str
+    esi_state: str
+    number_of_nodes: int
+    number_of_slots_per_node: int
+    slots_by_node: dict[str, list[ExternalSlot]]
+    held_by: str | None = None
+    message: str | None = None
+
+
+class ExternalScheduledEvent(_Wire):
+    start: datetime
+    stop: datetime | None = None
+    successful: bool | None = None
+    scheduling: ObjectReference
+    attempt: int
+    slots: list[int]
+    nodes: list[str]
+    colocated_jobs: list[str]
+
+
+class ExternalBatchJob(_Wire):
+    name: str
+    namespace: str | None = None
+    state: str | None = None
+    esi_state: str | None = None
+    external_scheduler: dict[str, list[dict[str, str]]] | None = None
+    scheduled_events: list[ExternalScheduledEvent] = Field(default_factory=list)
+    message: str | None = None
+
+
+class JobStatusEntry(_Wire):
+    name: str
+    state: str
+
+
+class ExternalSlotsJob(EsiModel):
+    name: str = Field(min_length=1, description="The BatchJob.")
+    slots: list[int] = Field(min_length=1, description="Its slot ids, one executor each.")
+
+
+class ExternalSlots(EsiModel):
+    mode: Literal["STRICT", "RELAXED", "strict", "relaxed"] = Field(
+        description="STRICT: in order, none overtakes; RELAXED: any job whose slots are free starts."
+    )
+    jobs: list[ExternalSlotsJob] = Field(min_length=1)
+
+
+class ExternalScheduling(EsiModel):
+    """A Scheduling as the original's clients send and read it; ``state`` and ``jobStatus`` are ignored
+    when sent."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = None
+    state: str | None = None
+    esi_state: str | None = None
+    job_status: list[JobStatusEntry] = Field(default_factory=list)
+    test_bed: str = Field(min_length=1, max_length=253, description="The Testbed's name.")
+    queue: list[str] | None = Field(default=None, description="Job names in order; k times = k executors.")
+    slots: ExternalSlots | None = None
+    waiting_for: str | None = None
+
+    @field_validator("name", "test_bed")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_strategy(self) -> ExternalScheduling:
+        if (self.queue is None) == (self.slots is None):
+            raise ValueError("set exactly one of queue or slots")
+        return self
+
+
+class ResourceModification(_Wire):
+    """A STOMP message: what happened (``ADDED``, ``MODIFIED``, ``DELETED``) to a resource."""
+
+    action: Literal["ADDED", "MODIFIED", "DELETED", "ERROR"]
+    resource: Any
+
+
+def external_testbed(testbed: Testbed) -> ExternalTestbed:
+    status = testbed.status
+    slots = status.slots if status is not None else []
+    by_node: dict[str, list[ExternalSlot]] = {}
+    for slot in sorted(slots, key=lambda s: s.id):
+        by_node.setdefault(slot.node_name, []).append(
+            ExternalSlot(
+                state=_SLOT_STATES[slot.state],
+                pod_name=slot.pod,
+                node_name=slot.node_name,
+                node_id=slot.node_id,
+                slot_position_on_node=slot.position,
+                position=slot.id,
+                reserved_for=slot.job,
+            )
+        )
+    state = status.state if status is not None else TestbedState.PENDING
+    return ExternalTestbed(
+        name=testbed.metadata.name,
+        namespace=testbed.metadata.namespace or "",
+        state=_TESTBED_STATES[state],
+        esi_state=state.value,
+        number_of_nodes=len(by_node),
+        number_of_slots_per_node=testbed.spec.slots_per_node,
+        slots_by_node=by_node,
+        held_by=status.scheduling if status is not None else None,
+        message=status.message if status is not None else None,
+    )
+
+
+def _event(run: RunRecord, namespace: str | None) -> ExternalScheduledEvent:
+    return ExternalScheduledEvent(
+        start=run.start,
+        stop=run.end,
+        successful=None if run.outcome is None else run.outcome.value == "Succeeded",
+        scheduling=ObjectReference(name=run.scheduling, namespace=namespace),
+        attempt=run.attempt,
+        slots=run.slots,
+        nodes=run.nodes,
+        colocated_jobs=run.colocated_jobs,
+    )
+
+
+def external_batchjob(job: BatchJob) -> ExternalBatchJob:
+    status = job.status
+    namespace = job.metadata.namespace
+    return ExternalBatchJob(
+        name=job.metadata.name,
+        namespace=namespace,
+        state=_BATCHJOB_STATES[status.state] if status is not None else "ReadyState",
+        esi_state=status.state.value if status is not None else BatchJobState.READY.value,
+        external_scheduler=job.spec.external_scheduler,
+        scheduled_events=[_event(run, namespace) for run in (status.runs if status is not None else [])],
+        message=status.message if status is not None else None,
+    )
+
+
+def _scheduling_state(status: SchedulingStatus) -> str:
+    if status.state == SchedulingState.RUNNING:
+        waiting = any(p.state == JobState.WAITING for p in status.jobs)
+        return "SubmissionState" if waiting else "AwaitingCompletionState"
+    return {
+        SchedulingState.PENDING: "AcquireState",
+        SchedulingState.COMPLETED: "CompletedState",
+        SchedulingState.FAILED: "FailedState",
+    }[status.state]
+
+
+def external_scheduling(scheduling: Scheduling) -> ExternalScheduling:
+    spec, status = scheduling.spec, scheduling.status
+    holding = status is not None and status.state != SchedulingState.PENDING
+    job_status = [
+        JobStatusEntry(
+            name=p.name,
+            state=_JOB_STATES.get(p.state, "InQueue" if holding else "Acquiring"),
+        )
+        for p in (status.jobs if status is not None else [])
+    ]
+    slots = None
+    if spec.slot_based is not None:
+        slots = ExternalSlots(
+            mode="STRICT" if spec.slot_based.mode.value == "strict" else "RELAXED",
+            jobs=[ExternalSlotsJob(name=j.name.name, slots=list(j.slot_ids)) for j in spec.slot_based.jobs],
+        )
+    return ExternalScheduling(
+        name=scheduling.metadata.name,
+        namespace=scheduling.metadata.namespace,
+        state=_scheduling_state(status) if status is not None else "AcquireState",
+        esi_state=(status.state if status is not None else SchedulingState.PENDING).value,
+        job_status=job_status,
+        test_bed=spec.testbed.name,
+        queue=[ref.name for ref in spec.queue_based] if spec.queue_based is not None else None,
+        slots=slots,
+        waiting_for=status.waiting_for if status is not None else None,
+    )
+
+
+def scheduling_spec(request: ExternalScheduling) -> dict[str, Any]:
+    """The Scheduling ``spec`` (as a manifest writes it) for a request in the original's shape."""
+    spec: dict[str, Any] = {"testbed": {"name": request.test_bed}}
+    if request.queue is not None:
+        spec["queueBased"] = [{"name": name} for name in request.queue]
+    else:
+        assert request.slots is not None  # the model validates exactly one strategy
+        spec["slotBased"] = {
+            "mode": request.slots.mode.lower(),
+            "jobs": [{"name": {"name": j.name}, "slotIds": j.slots} for j in request.slots.jobs],
+        }
+    return spec

@@ -1,0 +1,161 @@
+"""The original's external JSON shapes (reference §7.1), built from esi's resources and read back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from esi.batchjob import BatchJob
+from esi.external import (
+    ExternalScheduling,
+    external_batchjob,
+    external_scheduling,
+    external_testbed,
+    scheduling_spec,
+)
+from esi.scheduling import Scheduling, SchedulingSpec
+from esi.testbed import Testbed
+from tests.manifests import batchjob_manifest, scheduling_manifest, slot_based, testbed_manifest
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def with_meta(manifest: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    manifest = manifest | {"metadata": manifest["metadata"] | {"namespace": "ns"}}
+    return manifest | ({"status": status} if status is not None else {})
+
+
+def slot(i: int, node: int, state: str, **more: Any) -> dict[str, Any]:
+    return {"id": i, "nodeName": f"n{node}", "nodeId": node, "position": i // 2, "state": state} | more
+
+
+def test_a_testbed_in_the_originals_shape_with_slots_by_node() -> None:
+    status = {
+        "state": "InUse",
+        "slots": [slot(0, 0, "Free", pod="g0"), slot(1, 1, "Occupied", pod="e1", job="wc"), slot(2, 0, "Free"),
+                  slot(3, 1, "Reserved", job="wc")],
+        "scheduling": "s",
+    }  # fmt: skip
+    view = external_testbed(Testbed.model_validate(with_meta(testbed_manifest(), status)))
+    wire = view.model_dump(mode="json")
+
+    assert (wire["state"], wire["esiState"], wire["numberOfNodes"], wire["numberOfSlotsPerNode"]) == (
+        "RUNNING",
+        "InUse",
+        2,
+        2,
+    )
+    assert [s["position"] for s in wire["slotsByNode"]["n0"]] == [0, 2]
+    assert wire["slotsByNode"]["n1"][0] == {
+        "state": "OCCUPIED",
+        "podName": "e1",
+        "podUId": None,
+        "nodeName": "n1",
+        "nodeId": 1,
+        "slotPositionOnNode": 0,
+        "position": 1,
+        "reservedFor": "wc",
+    }
+    assert wire["heldBy"] == "s"
+
+
+def test_a_testbed_without_slots_yet_is_empty_not_an_error() -> None:  # the original answered 500
+    view = external_testbed(Testbed.model_validate(with_meta(testbed_manifest())))
+
+    assert (view.state, view.number_of_nodes, view.slots_by_node) == ("INITIAL", 0, {})
+
+
+def test_a_batchjob_with_its_runs_as_scheduled_events() -> None:
+    runs = [
+        {"scheduling": "s", "testbed": "tb", "slots": [0, 2], "nodes": ["n0"], "colocatedJobs": ["x"],
+         "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z", "outcome": "Succeeded"},
+        {"scheduling": "t", "attempt": 2, "testbed": "tb", "slots": [1], "start": "2026-01-01T01:00:00Z"},
+    ]  # fmt: skip
+    notes = {"profiler": [{"other": "12 (3)"}]}
+    manifest = with_meta(batchjob_manifest(externalScheduler=notes), {"state": "Running", "runs": runs})
+    wire = external_batchjob(BatchJob.model_validate(manifest)).model_dump(mode="json")
+
+    assert (wire["name"], wire["state"], wire["esiState"]) == ("spark-crawler", "RunningState", "Running")
+    assert wire["externalScheduler"] == notes
+    first, second = wire["scheduledEvents"]
+    assert (first["successful"], first["stop"], first["scheduling"]) == (
+        True,
+        "2026-01-01T00:01:00Z",
+        {"name": "s", "namespace": "ns"},
+    )
+    assert (second["successful"], second["stop"], second["attempt"]) == (None, None, 2), "still running"
+    assert first["colocatedJobs"] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("esi_state", "jobs", "original"),
+    [
+        ("Pending", [], "AcquireState"),
+        ("Running", [{"name": "a", "executors": 1, "state": "Waiting"}], "SubmissionState"),
+        ("Running", [{"name": "a", "executors": 1, "state": "Running", "slots": [0]}], "AwaitingCompletionState"),
+        ("Completed", [{"name": "a", "executors": 1, "state": "Succeeded", "slots": [0]}], "CompletedState"),
+        ("Failed", [], "FailedState"),
+    ],
+)
+def test_scheduling_states_in_the_originals_words(esi_state: str, jobs: list[dict[str, Any]], original: str) -> None:
+    manifest = with_meta(scheduling_manifest(), {"state": esi_state, "jobs": jobs})
+    view = external_scheduling(Scheduling.model_validate(manifest))
+
+    assert (view.state, view.esi_state) == (original, esi_state)
+
+
+def test_a_scheduling_reads_back_as_queue_or_slots_and_per_job_states() -> None:
+    jobs = [
+        {"name": "a", "executors": 2, "state": "Running", "slots": [0, 1]},
+        {"name": "b", "executors": 1, "state": "Waiting"},
+    ]
+    queue = with_meta(scheduling_manifest(queueBased=[{"name": "a"}, {"name": "a"}, {"name": "b"}]))
+    view = external_scheduling(Scheduling.model_validate(queue | {"status": {"state": "Running", "jobs": jobs}}))
+    assert (view.test_bed, view.queue, view.slots) == ("profiler-testbed", ["a", "a", "b"], None)
+    assert [(e.name, e.state) for e in view.job_status] == [("a", "Scheduled"), ("b", "InQueue")]
+
+    slots = with_meta(scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0, 2]), mode="relaxed")))
+    wire = external_scheduling(Scheduling.model_validate(slots)).model_dump(mode="json")
+    assert (wire["queue"], wire["slots"]) == (None, {"mode": "RELAXED", "jobs": [{"name": "a", "slots": [0, 2]}]})
+
+
+@pytest.mark.parametrize("mode", ["STRICT", "strict", "RELAXED", "relaxed"])
+def test_a_request_in_the_originals_shape_becomes_a_valid_spec(mode: str) -> None:
+    request = ExternalScheduling.model_validate(
+        {"name": "s", "testBed": "tb", "state": "ignored", "jobStatus": [{"name": "x", "state": "Completed"}],
+         "slots": {"mode": mode, "jobs": [{"name": "a", "slots": [0, 1]}]}}
+    )  # fmt: skip
+    spec = SchedulingSpec.model_validate(scheduling_spec(request))
+
+    assert spec.slot_based is not None
+    assert spec.slot_based.mode.value == mode.lower()
+    queue = ExternalScheduling.model_validate({"name": "s", "testBed": "tb", "queue": ["a", "a"]})
+    assert [r.name for r in SchedulingSpec.model_validate(scheduling_spec(queue)).queue_based or []] == ["a", "a"]
+
+
+ONE_JOB = {"jobs": [{"name": "a", "slots": [0]}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"testBed": "tb", "queue": ["a"]}, "name"),
+        ({"name": " ", "testBed": "tb", "queue": ["a"]}, "name"),
+        ({"name": "s", "queue": ["a"]}, "testBed"),
+        ({"name": "s", "testBed": "tb"}, ""),
+        ({"name": "s", "testBed": "tb", "queue": ["a"], "slots": {"mode": "STRICT"} | ONE_JOB}, ""),
+        ({"name": "s", "testBed": "tb", "slots": {"mode": "SOMETIMES"} | ONE_JOB}, "slots.mode"),
+        ({"name": "s", "testBed": "tb", "slots": {"mode": "STRICT", "jobs": []}}, "slots.jobs"),
+        ({"name": "s", "testBed": "tb", "slots": {"mode": "STRICT", "jobs": [{"name": "a", "slots": []}]}},
+         "slots.jobs.0.slots"),
+    ],
+)  # fmt: skip
+def test_an_invalid_request_is_refused_at_its_field(body: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        ExternalScheduling.model_validate(body)
+
+    fields = {".".join(str(p) for p in e["loc"]) for e in refused.value.errors()}
+    assert field in fields, fields
