@@ -81,7 +81,7 @@ def _hold_changed(*, namespace: str | None, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
-def _scheduling_changed(*, name: str, namespace: str | None, **_: Any) -> None:
+def _scheduling_changed(*, namespace: str | None, **_: Any) -> None:
     _wake_namespace(namespace)  # also the others: one that lets go may unblock another
 
 
