@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from lightkube import Client, KubeConfig
 from esi.crds import DEFINITIONS, crd
 from esi.names import SCHEDULER_NAME
 from esi.priority import priority_classes
-from infra.local_cluster import LocalCluster, NodeSpec
+from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.crds import application_crds
 
@@ -36,12 +35,6 @@ class Stack:
     cluster: LocalCluster
     client: Client
     extender_url: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _live(url: str) -> bool:
@@ -79,7 +72,7 @@ def local_stack(
         print(f"cluster with {len(nodes)} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
 
         kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
-        port = _free_port()
+        port = free_port()
         cluster.start_process("esi-operators", [sys.executable, "-m", "operators", kubeconfig])
         cluster.start_process(
             "esi-api", [sys.executable, "-m", "api", kubeconfig, f"--port={port}", "--log-level=warning"]

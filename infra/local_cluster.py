@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,6 +48,13 @@ KWOKCTL_BINARIES = {
 
 class ClusterError(RuntimeError):
     """Creating, using or deleting the local cluster failed; the message names the command and its output."""
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import ssl
 import time
 import urllib.error
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import toolchain
-from infra.local_cluster import ClusterError, LocalCluster
+from infra.local_cluster import ClusterError, LocalCluster, free_port
 
 __all__ = ["SecondScheduler", "SecondSchedulerSettings", "scheduler_configuration"]
 
@@ -64,12 +63,6 @@ def scheduler_configuration(settings: SecondSchedulerSettings, kubeconfig: str |
     return config
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class SecondScheduler:
     """A kube-scheduler process of a local cluster, started with its own configuration."""
 
@@ -93,7 +86,7 @@ class SecondScheduler:
         self.config_path.write_text(
             json.dumps(scheduler_configuration(self.settings, str(self.cluster.kubeconfig)), indent=2)
         )
-        self.port = _free_port()
+        self.port = free_port()
         kubeconfig = self.cluster.kubeconfig
         self.cluster.start_process(
             self.process_name,

@@ -45,7 +45,7 @@ from esi.scheduling import JobState
 from esi.testbed import TestbedSpec, TestbedStatus
 from esi.testbed_states import FINISHED_PHASES
 from kube import BatchJobResource
-from operators.common import Wakeups, hold_of, ignore, post_events, write_status
+from operators.common import Wakeups, first, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -199,16 +199,12 @@ async def run_batchjob(
     await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
 
 
-def _first(values: Iterable[Any] | None) -> Any:
-    return next(iter(values or ()), None)
-
-
 def _holder(key: Key, caches: _Caches) -> Holder | None:
     namespace, name = key
     hold = hold_of(caches.holds, namespace, HoldKind.BATCHJOB, name)
     if hold is None:
         return None
-    record: _Record | None = _first(caches.records.get((namespace, hold.scheduling, name)))
+    record: _Record | None = first(caches.records.get((namespace, hold.scheduling, name)))
     if record is None or record.scheduling_uid != hold.scheduling_uid:
         return Holder(hold.scheduling, "")  # held, nothing recorded for it yet
     reserved = record.state not in ("", JobState.WAITING.value)
@@ -217,7 +213,7 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
 
 def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> SlotAssignment | str:
     """Where the slots are: from the Testbed's spec and slot table; or why that is not known (yet)."""
-    raw = _first(caches.testbeds.get((namespace, action.testbed)))
+    raw = first(caches.testbeds.get((namespace, action.testbed)))
     if raw is None:
         return f"testbed {action.testbed} does not exist"
     spec = TestbedSpec.model_validate(raw["spec"])
@@ -249,7 +245,7 @@ async def _reconcile(
         kopf.event(body, type="Warning", reason="Invalid", message=str(err))
         return None
     kind = application_kind(job)
-    raw_application = _first(caches.applications[kind.kind].get(key))
+    raw_application = first(caches.applications[kind.kind].get(key))
     pods = list(caches.pods[kind.kind].get(key, ()))
     application = view_of_application(raw_application, pods) if raw_application is not None else None
     nodes = set(application.nodes) if application is not None else set()

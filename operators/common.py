@@ -25,6 +25,7 @@ __all__ = [
     "FINALIZER",
     "RESYNC_SECONDS",
     "Wakeups",
+    "first",
     "hold_of",
     "holds",
     "ignore",
@@ -61,8 +62,14 @@ def holds(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[tuple[str
     return {} if hold is None else {(namespace or "", hold.kind, hold.held): hold}
 
 
+def first(values: Iterable[Any] | None) -> Any:
+    """The one value a kopf index holds for a key (an object contributes one), or None."""
+    return next(iter(values or ()), None)
+
+
 def hold_of(index: Mapping[Any, Iterable[Hold]], namespace: str, kind: HoldKind, name: str) -> Hold | None:
-    return next(iter(index.get((namespace, kind, name), ())), None)
+    hold: Hold | None = first(index.get((namespace, kind, name)))
+    return hold
 
 
 class Wakeups:

@@ -27,7 +27,7 @@ from esi.scheduling import SchedulingSpec, SchedulingStatus
 from esi.scheduling_states import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
 from esi.testbed import TestbedStatus
 from kube import SchedulingResource
-from operators.common import Wakeups, hold_of, ignore, post_events, write_status
+from operators.common import Wakeups, first, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -121,10 +121,6 @@ async def release(*, namespace: str | None, uid: str, memo: kopf.Memo, logger: k
         logger.info(f"released {lease.metadata.name}")
 
 
-def _first(values: Iterable[Any] | None) -> Any:
-    return next(iter(values or ()), None)
-
-
 async def _reconcile(
     key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger
 ) -> float | None:
@@ -148,7 +144,7 @@ async def _reconcile(
         return hold.scheduling if hold.scheduling_uid == uid or hold.scheduling != name else f"{name} (earlier)"
 
     testbed_name = spec.testbed.name
-    raw_testbed = _first(caches.testbeds.get((namespace, testbed_name)))
+    raw_testbed = first(caches.testbeds.get((namespace, testbed_name)))
     testbed = None
     if raw_testbed is not None:
         table = TestbedStatus.model_validate(raw_testbed["status"]) if raw_testbed["status"] else None
@@ -156,7 +152,7 @@ async def _reconcile(
     jobs = {
         job: dataclasses.replace(view, held_by=held_by(HoldKind.BATCHJOB, job))
         for (job_namespace, job), views in caches.jobs.items()
-        if job_namespace == namespace and (view := _first(views)) is not None
+        if job_namespace == namespace and (view := first(views)) is not None
     }
     decision = decide_scheduling(
         spec,

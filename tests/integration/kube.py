@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -14,7 +13,7 @@ from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
 from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from infra.local_cluster import LocalCluster
+from infra.local_cluster import LocalCluster, free_port
 from tests.conftest import locked
 from tests.manifests import testbed_manifest
 
@@ -125,12 +124,6 @@ def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_
         nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot={"cpu": "1", "memory": "1Gi"}
     )
     create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def live(url: str) -> bool:
