@@ -13,6 +13,7 @@ original named an application failure. Pure: models in, models out.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from esi.scheduling import JobState, Scheduling, SchedulingState, SchedulingStat
 from esi.testbed import SlotState, Testbed, TestbedState
 
 __all__ = [
+    "ApiError",
     "ExternalBatchJob",
     "ExternalScheduledEvent",
     "ExternalScheduling",
@@ -31,11 +33,17 @@ __all__ = [
     "ExternalSlots",
     "ExternalSlotsJob",
     "ExternalTestbed",
+    "FieldProblem",
     "JobStatusEntry",
+    "JobSummary",
+    "Overview",
     "ResourceModification",
+    "SchedulingSummary",
+    "TestbedSummary",
     "external_batchjob",
     "external_scheduling",
     "external_testbed",
+    "overview",
     "scheduling_spec",
 ]
 
@@ -276,3 +284,107 @@ def scheduling_spec(request: ExternalScheduling) -> dict[str, Any]:
             "jobs": [{"name": {"name": j.name}, "slotIds": j.slots} for j in request.slots.jobs],
         }
     return spec
+
+
+class FieldProblem(_Wire):
+    field: str = Field(description="Where, dotted: e.g. slots.jobs.0.slots, or (body).")
+    problem: str
+
+
+class ApiError(_Wire):
+    """What every refusal of the API carries in ``detail``: a sentence, and per-field problems if any."""
+
+    message: str
+    errors: list[FieldProblem] = Field(default_factory=list)
+
+
+class TestbedSummary(_Wire):
+    name: str
+    state: str
+    esi_state: str
+    nodes: int
+    slots: int
+    free: int
+    reserved: int
+    occupied: int
+    held_by: str | None = None
+
+
+class JobSummary(_Wire):
+    name: str
+    state: str
+    esi_state: str
+    held_by: str | None = None
+    runs: int = Field(description="Runs ever recorded.")
+    last_run_successful: bool | None = None
+
+
+class SchedulingSummary(_Wire):
+    name: str
+    state: str
+    esi_state: str
+    test_bed: str
+    progress: str | None = Field(default=None, description="Finished jobs / all jobs, e.g. 2/5.")
+    waiting_for: str | None = None
+
+
+class Overview(_Wire):
+    """One namespace at a glance: what ``esi overview`` shows."""
+
+    namespace: str
+    testbeds: list[TestbedSummary]
+    jobs: list[JobSummary]
+    schedulings: list[SchedulingSummary]
+
+
+def _testbed_summary(testbed: Testbed) -> TestbedSummary:
+    view = external_testbed(testbed)
+    slots = [slot for node in view.slots_by_node.values() for slot in node]
+    return TestbedSummary(
+        name=view.name,
+        state=view.state,
+        esi_state=view.esi_state,
+        nodes=view.number_of_nodes,
+        slots=len(slots),
+        free=sum(s.state == "FREE" for s in slots),
+        reserved=sum(s.state == "RESERVED" for s in slots),
+        occupied=sum(s.state == "OCCUPIED" for s in slots),
+        held_by=view.held_by,
+    )
+
+
+def _job_summary(job: BatchJob) -> JobSummary:
+    status = job.status
+    last = status.runs[-1] if status is not None and status.runs else None
+    return JobSummary(
+        name=job.metadata.name,
+        state=_BATCHJOB_STATES[status.state] if status is not None else "ReadyState",
+        esi_state=(status.state if status is not None else BatchJobState.READY).value,
+        held_by=status.scheduling if status is not None else None,
+        runs=status.run_count if status is not None else 0,
+        last_run_successful=None if last is None or last.outcome is None else last.outcome.value == "Succeeded",
+    )
+
+
+def _scheduling_summary(scheduling: Scheduling) -> SchedulingSummary:
+    view = external_scheduling(scheduling)
+    return SchedulingSummary(
+        name=view.name,
+        state=view.state or "AcquireState",
+        esi_state=view.esi_state or SchedulingState.PENDING.value,
+        test_bed=view.test_bed,
+        progress=scheduling.status.progress if scheduling.status is not None else None,
+        waiting_for=view.waiting_for,
+    )
+
+
+def overview(
+    namespace: str, testbeds: Iterable[Testbed], jobs: Iterable[BatchJob], schedulings: Iterable[Scheduling]
+) -> Overview:
+    """Summaries of one namespace's Testbeds, BatchJobs and Schedulings, each sorted by name."""
+    return Overview(
+        namespace=namespace,
+        testbeds=[_testbed_summary(t) for t in sorted(testbeds, key=lambda t: t.metadata.name)],
+        jobs=[_job_summary(j) for j in sorted(jobs, key=lambda j: j.metadata.name)],
+        schedulings=[_scheduling_summary(s) for s in sorted(schedulings, key=lambda s: s.metadata.name)],
+    )

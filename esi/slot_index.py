@@ -132,7 +132,10 @@ class SlotIndex:
         with self._lock:
             slot, reason = self._assign(executor)
         if slot is None:
-            return ExtenderFilterResult(node_names=[], failed_and_unresolvable_nodes=dict.fromkeys(offered, reason))
+            # Transient, not "unschedulable": the reservation may still be on its way here (the application's
+            # pods can be faster than the Testbed status). An error has the scheduler retry the pod after its
+            # backoff; an unschedulable pod would wait for some unrelated cluster event, or minutes.
+            return ExtenderFilterResult(error=reason)
         elsewhere = f"slot {slot.id} of testbed {executor.testbed[1]} is on node {slot.node_name}"
         return ExtenderFilterResult(
             node_names=[n for n in offered if n == slot.node_name],

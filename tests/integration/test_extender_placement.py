@@ -127,3 +127,52 @@ def _unschedulable(client: Client, name: str, namespace: str) -> str | None:
         if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
             return condition.message or ""
     return None
+
+
+def test_an_executor_created_before_its_reservation_is_known_runs_once_it_is(
+    esi_priority_classes: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    extender: tuple[str, SlotIndex],
+) -> None:
+    """The application's pods can reach the scheduler before the Testbed status that reserves their slots
+    reaches the extender. Turned away as unschedulable, such a pod would wait for an unrelated cluster event
+    or the scheduler's five-minute flush; a transient answer has it retried after the scheduler's backoff."""
+    url, index = extender
+    node_a, node_b = add_nodes(2, cpu="2500m")
+    places = two_full_nodes(client, namespace, node_a, node_b)
+    uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
+
+    def publish(reserved: set[int]) -> None:
+        index.replace_testbed(
+            namespace,
+            "tb",
+            [
+                IndexedSlot(
+                    s,
+                    n,
+                    SlotState.RESERVED if s in reserved else SlotState.FREE,
+                    job="wordcount" if s in reserved else None,
+                    ghost_uid=uids[s],
+                )
+                for s, n in places.items()
+            ],
+        )
+
+    publish(reserved=set())
+    scheduler = second_scheduler(url)
+    client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
+    wait_for("the scheduler to try the executor", lambda: _scheduling_failed(client, "exec-1", namespace))
+
+    publish(reserved={1})  # nothing the kube-scheduler watches changes with this
+
+    assert wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=60) == node_b
+
+
+def _scheduling_failed(client: Client, name: str, namespace: str) -> bool:
+    current = client.get(Pod, name, namespace=namespace)
+    conditions = (current.status.conditions or []) if current.status else []
+    return any(c.type == "PodScheduled" and c.status == "False" for c in conditions)

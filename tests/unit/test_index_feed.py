@@ -147,7 +147,7 @@ def test_a_deleted_testbed_gives_no_slots() -> None:
     view.testbed_deleted("ns", "tb")
 
     assert index.slots("ns", "tb") is None
-    assert index.filter(filter_args(executor("e1"))).failed_and_unresolvable_nodes
+    assert index.filter(filter_args(executor("e1"))).error
 
 
 def test_a_status_change_reaches_the_index() -> None:

@@ -80,9 +80,8 @@ def test_executors_of_one_job_never_share_a_slot_and_the_third_is_refused() -> N
     third = slots.filter(filter_args(executor("e3")))
 
     assert [slots.slot_of(f"uid-e{i}") for i in (1, 2, 3)] == [("ns", "tb", 1), ("ns", "tb", 4), None]
-    assert third.node_names == []
-    assert set(third.failed_and_unresolvable_nodes) == set(NODES)
-    assert "no slot of testbed tb is reserved for job j" in third.failed_and_unresolvable_nodes["n0"]
+    assert third.node_names is None, "a transient error, retried after backoff, not an unschedulable pod"
+    assert "no slot of testbed tb is reserved for job j" in third.error
 
 
 def test_a_slot_is_given_again_once_its_pod_is_gone() -> None:
@@ -123,15 +122,17 @@ def test_preemption_without_the_slots_node_among_the_candidates_evicts_nothing()
 def test_an_unknown_testbed_is_refused_with_the_reason() -> None:
     result = index().filter(filter_args(executor("e1", testbed="other")))
 
-    assert result.node_names == []
-    assert result.failed_and_unresolvable_nodes["n0"] == "testbed other is not known (yet)"
+    assert result.node_names is None
+    assert result.error == "testbed other is not known (yet)"
 
 
 def test_free_slots_and_other_jobs_slots_are_never_given() -> None:
     slots = index()
     assert slots.filter(filter_args(executor("k1", job="k"))).node_names == ["n2"]
-    assert slots.filter(filter_args(executor("k2", job="k"))).node_names == []
-    assert slots.filter(filter_args(executor("x1", job="x"))).node_names == []
+    for refused in (executor("k2", job="k"), executor("x1", job="x")):
+        answer = slots.filter(filter_args(refused))
+        assert answer.node_names is None
+        assert answer.error
 
 
 @given(st.lists(st.tuples(st.sampled_from(["e1", "e2", "e3", "e4"]), st.booleans()), max_size=30))
