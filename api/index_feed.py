@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from typing import Any, Final
 
 import httpx2
@@ -35,6 +35,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 from pydantic import TypeAdapter, ValidationError
 
+from api.watching import follow
 from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.slot_index import GhostPod, SlotIndex, indexed_slots
 from esi.testbed import Slot
@@ -221,44 +222,12 @@ class IndexFeed:
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as streams:
-            streams.create_task(self._follow("testbeds", self._list_testbeds, self._watch_testbeds))
-            streams.create_task(self._follow("esi pods", self._list_pods, self._watch_pods))
-
-    async def _follow(
-        self, what: str, relist: Callable[[], Awaitable[str]], watch: Callable[[str], Awaitable[None]]
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        delay = self._min_backoff
-        while True:
-            started = loop.time()
-            try:
-                await watch(await relist())
-            except ApiError as err:
-                if err.status.code == 410:  # the watch fell too far behind: list again at once
-                    log.info("%s: watch expired (410 Gone), listing again", what)
-                    continue
-                log.warning(
-                    "%s: the API server refused (%s %s), listing again in %.1fs",
-                    what,
-                    err.status.code,
-                    err.status.message,
-                    delay,
-                )
-            except Exception as err:  # any other failure: the next list repairs what was missed
-                log.warning(
-                    "%s: %s: %s, listing again in %.1fs",
-                    what,
-                    type(err).__name__,
-                    err,
-                    delay,
-                    exc_info=log.isEnabledFor(logging.DEBUG),
-                )
-            else:  # not expected: lightkube renews a watch the server closed
-                log.warning("%s: the watch ended, listing again in %.1fs", what, delay)
-            if loop.time() - started > self._max_backoff:  # it worked for a while: start over gently
-                delay = self._min_backoff
-            await asyncio.sleep(delay)
-            delay = min(2 * delay, self._max_backoff)
+            for what, relist, watch in (
+                ("testbeds", self._list_testbeds, self._watch_testbeds),
+                ("esi pods", self._list_pods, self._watch_pods),
+            ):
+                backoff = {"min_backoff": self._min_backoff, "max_backoff": self._max_backoff}
+                streams.create_task(follow(what, relist, watch, **backoff))
 
     async def _list_testbeds(self) -> str:
         listing = self._client.list(TestbedResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from api.app import create_app
+from api.app import create_extender_app
 from api.threaded import serve_in_thread
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.slot_index import IndexedSlot, SlotIndex
@@ -66,7 +66,7 @@ def run(nodes: int, requests: int) -> None:
     victims = {n: {"Pods": [{"UID": f"g-{n.split('-')[1]}-0"}], "NumPDBViolations": 0} for n in names}
     # Go's net/http (kube-scheduler) sets TCP_NODELAY on its side too.
     transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    with serve_in_thread(create_app(index)) as url, httpx.Client(base_url=url, transport=transport) as client:
+    with serve_in_thread(create_extender_app(index)) as url, httpx.Client(base_url=url, transport=transport) as client:
         _measure(
             client, "/extender/filter", [{"Pod": _pod(-i - 1, False), "NodeNames": names} for i in range(50)]
         )  # warm-up

@@ -35,6 +35,8 @@ class Stack:
     cluster: LocalCluster
     client: Client
     extender_url: str
+    api_url: str
+    token: str
 
 
 def _live(url: str) -> bool:
@@ -72,10 +74,21 @@ def local_stack(
         print(f"cluster with {len(nodes)} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
 
         kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
-        port = free_port()
+        port, extender_port = free_port(), free_port()
+        token_file = cluster.directory / "api-token"
         cluster.start_process("esi-operators", [sys.executable, "-m", "operators", kubeconfig])
         cluster.start_process(
-            "esi-api", [sys.executable, "-m", "api", kubeconfig, f"--port={port}", "--log-level=warning"]
+            "esi-api",
+            [
+                sys.executable,
+                "-m",
+                "api",
+                kubeconfig,
+                f"--port={port}",
+                f"--extender-port={extender_port}",
+                f"--token-file={token_file}",
+                "--log-level=warning",
+            ],
         )
         if sim is not None:
             cluster.start_process("esi-sim", [sys.executable, "-m", "sim", kubeconfig, *sim])
@@ -84,12 +97,12 @@ def local_stack(
             if time.monotonic() > deadline:
                 raise SystemExit("the API did not come up within 60 s")
             time.sleep(0.2)
-        extender_url = f"http://127.0.0.1:{port}/extender"
+        extender_url = f"http://127.0.0.1:{extender_port}/extender"
         SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)).start()
         print(f"{SCHEDULER_NAME}: client qps {qps:g}, burst {burst}; percentageOfNodesToScore 100", flush=True)
         client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-bench")
         try:
-            yield Stack(cluster, client, extender_url)
+            yield Stack(cluster, client, extender_url, f"http://127.0.0.1:{port}", token_file.read_text().strip())
         finally:
             client.close()
     finally:

@@ -74,7 +74,10 @@ _JOB_STATES = {
 
 
 class _Wire(EsiModel):
-    """A response shape: the original's field names (camelCase), every field written, even when null."""
+    """A response shape: the original's field names (camelCase), every field written, even when null.
+    Fields a newer server adds are ignored when read, so older clients keep working."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class ExternalSlot(_Wire):

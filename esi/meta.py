@@ -23,6 +23,8 @@ from pydantic_core import CoreSchema
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "NAMESPACE_PATTERN",
+    "NAME_PATTERN",
     "VERSION",
     "Condition",
     "ConditionStatus",
@@ -44,6 +46,9 @@ API_VERSION: Final = "esi.tu-berlin.de/v1alpha1"
 # Bounds for lists and strings: the API server needs them to estimate the cost of CEL rules, and they keep
 # a single object far below etcd's size limit.
 MAX_NAME_LENGTH = 253
+# What the API server accepts as the name of an esi object (a DNS-1123 subdomain) and of a namespace (label).
+NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class EsiModel(BaseModel):

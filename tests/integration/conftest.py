@@ -7,22 +7,23 @@ import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.scheduling_v1 import PriorityClass
 
-from api.app import create_app
+from api.app import create_extender_app
 from api.threaded import serve_in_thread
 from esi import priority
 from esi.crds import DEFINITIONS, crd
 from esi.names import SCHEDULER_NAME
 from esi.slot_index import SlotIndex
-from infra.local_cluster import LocalCluster, NodeSpec
+from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from tests.conftest import locked
-from tests.integration.kube import ensure_process, namespace_manifest, priority_class
+from tests.integration.kube import ensure_process, namespace_manifest, priority_class, wait_for
 from tests.integration.sim_fixtures import esi_sim, sim_crds, sim_garbage_collected  # noqa: F401 (fixtures)
 
 
@@ -90,6 +91,42 @@ def kill_operators(cluster: LocalCluster) -> None:
         cluster.stop_process("esi-operators", timeout=0)
 
 
+@dataclass(frozen=True)
+class EsiApi:
+    """Where the session's ``python -m api`` answers, and the token it accepts."""
+
+    url: str
+    extender_url: str
+    token: str
+
+
+def esi_api(cluster: LocalCluster) -> EsiApi:
+    """Start ``python -m api`` for the cluster unless it runs (API and extender on ports of their own)."""
+    directory = cluster.directory
+    token_file = directory / "esi-api.token"
+
+    def argv(port: int) -> list[str]:
+        extender_port = free_port()
+        (directory / "esi-api.extender-port").write_text(str(extender_port))
+        return [
+            sys.executable,
+            "-m",
+            "api",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--port={port}",
+            f"--extender-port={extender_port}",
+            f"--token-file={token_file}",
+            "--log-format=text",
+        ]
+
+    port = ensure_process(cluster, "esi-api", argv)
+    wait_for("the API's token", token_file.exists)
+    extender_port = int((directory / "esi-api.extender-port").read_text())
+    return EsiApi(
+        f"http://127.0.0.1:{port}", f"http://127.0.0.1:{extender_port}/extender", token_file.read_text().strip()
+    )
+
+
 @pytest.fixture(scope="session")
 def esi_stack(
     esi_operators: LocalCluster,
@@ -98,11 +135,8 @@ def esi_stack(
 ) -> LocalCluster:
     """The whole local esi: its reconcilers, the simulated Spark/Flink operator, the API (with the extender)
     and the second kube-scheduler ``esi-scheduler`` calling it — as ``make up`` runs them. One per session."""
-    kubeconfig = f"--kubeconfig={esi_operators.kubeconfig}"
-    port = ensure_process(
-        esi_operators, "esi-api", lambda port: [sys.executable, "-m", "api", kubeconfig, f"--port={port}"]
-    )
-    settings = SecondSchedulerSettings(SCHEDULER_NAME, f"http://127.0.0.1:{port}/extender")
+    api = esi_api(esi_operators)
+    settings = SecondSchedulerSettings(SCHEDULER_NAME, f"{api.extender_url}")
     with locked(esi_operators.directory / "esi-scheduler.lock"):
         scheduler = SecondScheduler(esi_operators, settings)
         if not scheduler.running():
@@ -182,7 +216,13 @@ def priority_classes(client: Client, unique: str) -> Iterator[Callable[[Sequence
 def fed_extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
     """esi's app on a free loopback port, its slot index following the cluster: (extender URL, the index)."""
     index = SlotIndex()
-    app = create_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig))
+    app = create_extender_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig))
     # serve_in_thread raises if the app does not shut down (its index feed did not stop).
     with serve_in_thread(app, lifespan="on") as url:
         yield f"{url}/extender", index
+
+
+@pytest.fixture(scope="session")
+def esi_endpoint(esi_stack: LocalCluster) -> EsiApi:
+    """The whole local esi (``esi_stack``) and where its API answers."""
+    return esi_api(esi_stack)

@@ -13,7 +13,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from api.app import create_app
+from api.app import create_extender_app
 from api.threaded import serve_in_thread
 from esi.names import (
     GHOST_PRIORITY_CLASS,
@@ -34,7 +34,7 @@ from tests.integration.kube import executor_pod, get_or_none, pod, running_on, w
 def extender() -> Iterator[tuple[str, SlotIndex]]:
     """esi's extender app on a free loopback port: (URL prefix, its slot index)."""
     index = SlotIndex()
-    with serve_in_thread(create_app(index)) as url:
+    with serve_in_thread(create_extender_app(index)) as url:
         yield f"{url}/extender", index
 
 

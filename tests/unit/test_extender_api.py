@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.app import create_app
+from api.app import create_extender_app
 from esi.slot_index import IndexedSlot, SlotIndex
 from esi.testbed import SlotState
 from tests.unit.test_slot_index import executor
@@ -20,7 +20,7 @@ from tests.unit.test_slot_index import executor
 def client() -> TestClient:
     index = SlotIndex()
     index.replace_testbed("ns", "tb", [IndexedSlot(3, "n1", SlotState.RESERVED, job="j", ghost_uid="g3")])
-    return TestClient(create_app(index))
+    return TestClient(create_extender_app(index))
 
 
 def test_filter_answers_with_gos_field_names(client: TestClient) -> None:
@@ -87,7 +87,7 @@ json_values = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(path=st.sampled_from(["/extender/filter", "/extender/preempt"]), body=json_values)
 def test_no_request_body_makes_the_extender_fail(path: str, body: Any) -> None:
-    client = TestClient(create_app())
+    client = TestClient(create_extender_app())
 
     response = client.post(path, json=body)
 
@@ -95,4 +95,4 @@ def test_no_request_body_makes_the_extender_fail(path: str, body: Any) -> None:
 
 
 def test_healthz() -> None:
-    assert TestClient(create_app()).get("/healthz").json() == {"status": "ok"}
+    assert TestClient(create_extender_app()).get("/healthz").json() == {"status": "ok"}

@@ -1,0 +1,230 @@
+"""The API's picture of the cluster: Testbeds, BatchJobs and Schedulings of every namespace, from watches.
+
+REST answers and STOMP notifications come from here, never from a LIST per request (design rule 7). Two
+layers, so that everything but the network is tested without a cluster:
+
+* ``Store`` / ``ResourceCache`` — plain and synchronous: what has been seen of each kind, as validated esi
+  models, and a ``Change`` to every listener whenever an object appears, changes or goes;
+* ``following`` — the async shell: one LIST + WATCH stream per kind (``api.watching.follow``: relist after
+  410 or errors), cluster-wide.
+
+A write made through the API is put into the cache at once (``Store.observed`` with the object the API
+server returned), so a client reads its own writes; the watch event of the same version changes nothing.
+An older version never replaces a newer one. An object that does not validate against esi's models (a
+status written by another version of esi) is left out with a warning, not served half-understood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Generic, Literal, TypeVar
+
+from lightkube import ALL_NS, AsyncClient
+from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource
+from pydantic import ValidationError
+
+from api.watching import follow
+from esi.batchjob import BatchJob
+from esi.scheduling import Scheduling
+from esi.testbed import Testbed
+from kube import BatchJobResource, SchedulingResource, TestbedResource
+
+__all__ = ["Action", "Change", "Key", "Kind", "Listener", "ResourceCache", "Store", "following", "plain"]
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["testbeds", "jobs", "schedulings"]  # the original's words, as in its STOMP topics
+Action = Literal["ADDED", "MODIFIED", "DELETED"]
+Model = TypeVar("Model", Testbed, BatchJob, Scheduling)
+Key = tuple[str, str]  # (namespace, name)
+
+LIST_CHUNK: Final = 500
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something happened to one object; ``resource`` is its latest version (the last one seen, if deleted)."""
+
+    kind: Kind
+    action: Action
+    resource: Testbed | BatchJob | Scheduling
+
+    @property
+    def namespace(self) -> str:
+        return self.resource.metadata.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.resource.metadata.name
+
+
+Listener = Callable[[Change], None]
+
+
+def _version(resource: Testbed | BatchJob | Scheduling) -> int | None:
+    value = resource.metadata.resource_version
+    return int(value) if value is not None and value.isdigit() else None
+
+
+class Store(Generic[Model]):
+    """The objects of one kind, by namespace and name."""
+
+    def __init__(self, kind: Kind, model: type[Model], listeners: list[Listener]) -> None:
+        self.kind: Final = kind
+        self._model: type[Model] = model
+        self._objects: dict[Key, Model] = {}
+        self._listeners = listeners
+        self.synced = False  # a complete list has been seen
+
+    def get(self, namespace: str, name: str) -> Model | None:
+        return self._objects.get((namespace, name))
+
+    def in_namespace(self, namespace: str) -> list[Model]:
+        return sorted((o for (ns, _), o in self._objects.items() if ns == namespace), key=lambda o: o.metadata.name)
+
+    def everything(self) -> list[Model]:
+        return list(self._objects.values())
+
+    def observed(self, raw: Mapping[str, Any]) -> Model | None:
+        """An object as the API server sent it (watch event, or the answer to a write); returns it validated."""
+        resource = self._validated(raw)
+        if resource is None:
+            return None
+        key = (resource.metadata.namespace or "", resource.metadata.name)
+        known = self._objects.get(key)
+        if known is not None:
+            old, new = _version(known), _version(resource)
+            if old is not None and new is not None and new <= old:
+                return known if new == old else None
+        self._objects[key] = resource
+        self._tell(Change(self.kind, "ADDED" if known is None else "MODIFIED", resource))
+        return resource
+
+    def deleted(self, raw: Mapping[str, Any]) -> None:
+        metadata = raw.get("metadata") or {}
+        key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        known = self._objects.pop(key, None)
+        if known is not None:
+            self._tell(Change(self.kind, "DELETED", known))
+
+    def listed(self, raws: Iterable[Mapping[str, Any]]) -> None:
+        """The complete set of this kind: what is not in it any more is gone."""
+        seen: set[Key] = set()
+        for raw in raws:
+            self.observed(raw)
+            metadata = raw.get("metadata") or {}
+            seen.add((str(metadata.get("namespace") or ""), str(metadata.get("name") or "")))
+        for key in self._objects.keys() - seen:
+            self._tell(Change(self.kind, "DELETED", self._objects.pop(key)))
+        self.synced = True
+
+    def _validated(self, raw: Mapping[str, Any]) -> Model | None:
+        try:
+            resource: Model = self._model.model_validate(raw)
+        except ValidationError as err:
+            metadata = raw.get("metadata") or {}
+            log.warning(
+                "%s %s/%s is left out: it does not read as esi's %s (%d problems, first: %s at %s)",
+                self.kind,
+                metadata.get("namespace"),
+                metadata.get("name"),
+                self._model.__name__,
+                err.error_count(),
+                err.errors()[0]["msg"],
+                ".".join(str(p) for p in err.errors()[0]["loc"]),
+            )
+            return None
+        return resource
+
+    def _tell(self, change: Change) -> None:
+        for listener in self._listeners:
+            try:
+                listener(change)
+            except Exception:  # a listener's bug must not stop the cache from following the cluster
+                log.exception(
+                    "a listener failed on %s %s %s/%s", change.action, change.kind, change.namespace, change.name
+                )
+
+
+class ResourceCache:
+    """Testbeds, BatchJobs and Schedulings as last seen; ``listen`` to be told of every change.
+
+    ``memo`` keeps answers computed from the cache (a namespace's overview, serialised) until the next change,
+    so a busy endpoint costs a dictionary lookup between changes, not a rendering per request.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[Hashable, bytes] = {}
+        self._listeners: list[Listener] = [lambda _: self._memo.clear()]
+        self.testbeds = Store("testbeds", Testbed, self._listeners)
+        self.jobs = Store("jobs", BatchJob, self._listeners)
+        self.schedulings = Store("schedulings", Scheduling, self._listeners)
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def memo(self, key: Hashable, render: Callable[[], bytes]) -> bytes:
+        """``render()``'s answer, computed once per state of the cache."""
+        answer = self._memo.get(key)
+        if answer is None:
+            answer = self._memo[key] = render()
+        return answer
+
+    @property
+    def stores(self) -> tuple[Store[Testbed], Store[BatchJob], Store[Scheduling]]:
+        return self.testbeds, self.jobs, self.schedulings
+
+    @property
+    def synced(self) -> bool:
+        return all(store.synced for store in self.stores)
+
+    def unsynced(self) -> list[Kind]:
+        return [store.kind for store in self.stores if not store.synced]
+
+
+_RESOURCES: Final = {"testbeds": TestbedResource, "jobs": BatchJobResource, "schedulings": SchedulingResource}
+
+
+async def _follow_store(client: AsyncClient, store: Store[Any]) -> None:
+    resource = _RESOURCES[store.kind]
+
+    async def relist() -> str:
+        listing = client.list(resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+        store.listed([plain(item) async for item in listing])
+        return listing.resourceVersion
+
+    async def watch(version: str) -> None:
+        item: GenericNamespacedResource
+        async for event, item in client.watch(resource, namespace=ALL_NS, resource_version=version):
+            if event == "DELETED":
+                store.deleted(plain(item))
+            elif event in ("ADDED", "MODIFIED"):
+                store.observed(plain(item))
+
+    await follow(store.kind, relist, watch)
+
+
+def plain(item: GenericNamespacedResource | GenericGlobalResource) -> dict[str, Any]:
+    """An object lightkube returned, as the plain JSON-like dict the API server sent."""
+    plain: dict[str, Any] = item.to_dict()  # type: ignore[no-untyped-call]  # lightkube leaves it untyped
+    return plain
+
+
+@contextlib.asynccontextmanager
+async def following(cache: ResourceCache, client: AsyncClient) -> AsyncIterator[ResourceCache]:
+    """Keeps ``cache`` in step with the cluster of ``client`` while the context is open."""
+    tasks = [
+        asyncio.create_task(_follow_store(client, store), name=f"esi-cache-{store.kind}") for store in cache.stores
+    ]
+    try:
+        yield cache
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,170 @@
+"""Latency of the API's overview endpoint at increasing request rates, against a populated local stack.
+
+``python -m bench.api [--testbeds 5] [--nodes-per-testbed 4] [--jobs 100] [--schedulings 40]
+[--rates 50,100,200,400] [--seconds 5]``. A fresh local stack (``bench.stack``: reconcilers, API,
+extender, second scheduler) holding that many Testbeds (2 slots per node), BatchJobs and Schedulings (queues
+of 5 jobs on Testbeds that do not exist, so they stay pending and keep their size). Then, per rate, an
+open-loop load — requests sent on a fixed schedule whether or not earlier ones have been answered, so a slow
+server shows as latency instead of hiding it (no coordinated omission) — of ``GET /external/overview`` with
+the bearer token, and in the same run the same load on ``GET /healthz`` (no token, no cache) as baseline.
+
+Prints per rate: achieved rate, p50/p99 of both and the ratio. The load generator shares the 2 cores with the
+cluster and the API, so the highest rates say as much about the machine as about esi. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from bench.stack import local_stack
+from esi.meta import API_VERSION
+from infra.local_cluster import NodeSpec
+
+NAMESPACE = "default"
+TESTBED_LABEL = "esi.bench/testbed"
+
+
+def _parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(prog="python -m bench.api", description=__doc__.split("\n\n")[0])
+    cli.add_argument("--testbeds", type=int, default=5)
+    cli.add_argument("--nodes-per-testbed", type=int, default=4)
+    cli.add_argument("--jobs", type=int, default=100)
+    cli.add_argument("--schedulings", type=int, default=40)
+    cli.add_argument("--rates", default="50,100,200,400", help="requests per second, comma-separated")
+    cli.add_argument("--seconds", type=float, default=5, help="length of each load step")
+    return cli
+
+
+def _populate(api: httpx.Client, cluster: Any, args: argparse.Namespace) -> None:
+    items: list[dict[str, Any]] = []
+    for t in range(args.testbeds):
+        items.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Testbed",
+                "metadata": {"name": f"tb-{t}", "namespace": NAMESPACE},
+                "spec": {
+                    "nodeLabel": f"{TESTBED_LABEL}-{t}",
+                    "slotsPerNode": 2,
+                    "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"},
+                },
+            }
+        )
+    for j in range(args.jobs):
+        spark = {"type": "Scala", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar"}
+        notes = {"profiler": [{f"job-{k}": "40 (3)" for k in range(10)}]}
+        items.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "BatchJob",
+                "metadata": {"name": f"job-{j}", "namespace": NAMESPACE},
+                "spec": {"sparkSpec": spark, "externalScheduler": notes},
+            }
+        )
+    cluster.kubectl("apply", "--server-side", "-f", "-", input_text=_as_list(items))
+    # Schedulings through the API, as a scheduler would submit them.
+    for s in range(args.schedulings):
+        queue = [f"job-{(s * 5 + k) % args.jobs}" for k in range(5)]
+        answer = api.post("/external/schedulings", json={"name": f"s-{s}", "testBed": f"nowhere-{s}", "queue": queue})
+        answer.raise_for_status()
+    deadline = time.monotonic() + 300
+    while True:
+        overview = api.get("/external/overview").json()
+        slots = sum(t["slots"] for t in overview["testbeds"])
+        if slots == 2 * args.testbeds * args.nodes_per_testbed and len(overview["jobs"]) == args.jobs:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the stack did not settle: {slots} slots, {len(overview['jobs'])} jobs")
+        time.sleep(1)
+    print(
+        f"overview: {len(overview['testbeds'])} testbeds ({slots} slots), {len(overview['jobs'])} jobs, "
+        f"{len(overview['schedulings'])} schedulings; {len(api.get('/external/overview').content) / 1024:.0f} KiB",
+        flush=True,
+    )
+
+
+def _as_list(items: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+async def _load(url: str, headers: dict[str, str], rate: float, seconds: float) -> tuple[list[float], int, float]:
+    """Open loop: request i is sent at start + i/rate. Returns latencies (s), errors, achieved rate."""
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
+
+        async def one() -> None:
+            nonlocal errors
+            started = time.perf_counter()
+            try:
+                answer = await client.get(url)
+                if answer.status_code != 200:
+                    errors += 1
+                    return
+            except httpx.HTTPError:
+                errors += 1
+                return
+            latencies.append(time.perf_counter() - started)
+
+        total = int(rate * seconds)
+        begin = time.perf_counter()
+        tasks = []
+        for i in range(total):
+            delay = begin + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - begin
+    return latencies, errors, total / elapsed
+
+
+def _quantiles(values: Sequence[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0] * 1000, values[0] * 1000) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return q[49] * 1000, q[98] * 1000
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",")]
+    nodes = [
+        NodeSpec(f"tb{t}-n{n}", cpu="2", memory="4Gi", labels={f"{TESTBED_LABEL}-{t}": str(n)})
+        for t in range(args.testbeds)
+        for n in range(args.nodes_per_testbed)
+    ]
+    with local_stack("bench-api", nodes) as stack:
+        headers = {"Authorization": f"Bearer {stack.token}"}
+        with httpx.Client(base_url=stack.api_url, headers=headers, timeout=30) as api:
+            _populate(api, stack.cluster, args)
+        print(
+            f"{'rate/s':>7} {'achieved':>9} | {'overview p50':>12} {'p99':>8} | {'healthz p50':>11} {'p99':>8} | ratio"
+        )
+        for rate in rates:
+            overview, overview_errors, achieved = asyncio.run(
+                _load(f"{stack.api_url}/external/overview", headers, rate, args.seconds)
+            )
+            baseline, baseline_errors, _ = asyncio.run(_load(f"{stack.api_url}/healthz", {}, rate, args.seconds))
+            o50, o99 = _quantiles(overview)
+            b50, b99 = _quantiles(baseline)
+            errors = f"  ({overview_errors} + {baseline_errors} errors)" if overview_errors or baseline_errors else ""
+            print(
+                f"{rate:7.0f} {achieved:9.1f} | {o50:9.2f} ms {o99:5.2f} ms | {b50:8.2f} ms {b99:5.2f} ms | "
+                f"x{o50 / b50:.2f} x{o99 / b99:.2f}{errors}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,725 @@
+"""The ``esi`` command: look at Testbeds, BatchJobs and Schedulings, submit and delete Schedulings, watch live.
+
+Everything goes through ``esi.client``: ``--url`` (``ESI_URL``) names the API, ``--token`` (``ESI_TOKEN``)
+the bearer token, ``--namespace`` (``ESI_NAMESPACE``) the namespace; ``-o json|yaml`` prints what the API
+returned instead of tables. Exit codes: 0 done, 1 the API refused or could not be reached (the reason is on
+stderr), 2 the command line was wrong.
+
+Tests pass a ``Connector`` as the typer context object (``CliRunner().invoke(app, args, obj=...)``) to put
+an ``httpx.MockTransport`` and a fake STOMP subscriber where the network would be.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any, TextIO, get_args
+
+import httpx
+import typer
+import yaml
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
+
+from esi.client import (
+    ApiStatusError,
+    EsiClient,
+    EsiConnectionError,
+    EsiError,
+    Event,
+    Forbidden,
+    Kind,
+    Subscriber,
+    Unauthorized,
+    topic,
+)
+from esi.external import (
+    ExternalBatchJob,
+    ExternalScheduledEvent,
+    ExternalScheduling,
+    ExternalSlot,
+    ExternalTestbed,
+    FieldProblem,
+    Overview,
+    external_scheduling,
+)
+from esi.scheduling import Scheduling
+
+__all__ = ["DEFAULT_URL", "Connector", "ManifestError", "Output", "app", "main", "scheduling_request", "slot_grid"]
+
+DEFAULT_URL = "http://127.0.0.1:8082"
+
+# One colour per meaning, whichever resource the state belongs to: green settled/free, yellow waiting or
+# held, cyan working, red failed or in use by an executor (slots), dim on the way out or not known yet.
+_STATE_STYLES = {
+    "SUCCESS": "green",
+    "RUNNING": "cyan",
+    "INITIAL": "dim",
+    "ERROR": "red",
+    "FREE": "green",
+    "RESERVED": "yellow",
+    "OCCUPIED": "red",
+    "ReadyState": "green",
+    "InQueueState": "yellow",
+    "SubmittedState": "yellow",
+    "ScheduledState": "cyan",
+    "RunningState": "cyan",
+    "CompletedState": "green",
+    "FailedSubmissionState": "red",
+    "FailedState": "red",
+    "PendingDeletion": "dim",
+    "AcquireState": "yellow",
+    "SubmissionState": "cyan",
+    "AwaitingCompletionState": "cyan",
+    "Acquiring": "yellow",
+    "InQueue": "yellow",
+    "Submitted": "yellow",
+    "Scheduled": "cyan",
+    "Completed": "green",
+    "ADDED": "green",
+    "MODIFIED": "cyan",
+    "DELETED": "red",
+}
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+@dataclass(frozen=True)
+class Connector:
+    """How commands reach the API: the network by default; an httpx transport and a STOMP subscriber in tests."""
+
+    transport: httpx.BaseTransport | None = None
+    subscriber: Subscriber | None = None
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What the global options chose, for one invocation."""
+
+    url: str
+    token: str | None
+    namespace: str | None
+    output: Output
+    connector: Connector
+
+    def client(self) -> EsiClient:
+        return EsiClient(
+            self.url,
+            token=self.token,
+            namespace=self.namespace,
+            transport=self.connector.transport,
+            subscriber=self.connector.subscriber,
+        )
+
+
+# ---------------------------------------------------------------------------------------------- the app
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _stdout() -> Console:
+    # Created per use, not at import, so it writes to whatever sys.stdout is then (CliRunner swaps it).
+    return Console(highlight=False)
+
+
+def _fail(message: str, problems: Iterable[FieldProblem] = (), hint: str | None = None) -> typer.Exit:
+    console = _stderr()
+    console.print(Text(message, style="bold red"))
+    for problem in problems:
+        console.print(Text.assemble("  ", (problem.field, "red"), ": ", problem.problem))
+    if hint:
+        console.print(Text(hint, style="dim"))
+    return typer.Exit(1)
+
+
+def _hint(error: EsiError) -> str | None:
+    if isinstance(error, EsiConnectionError):
+        return "Is esi running? `make up` starts the local environment; --url or ESI_URL point elsewhere."
+    if isinstance(error, Unauthorized):
+        return "Pass the API's bearer token with --token or ESI_TOKEN."
+    if isinstance(error, Forbidden):
+        return "The token's user lacks this permission here; --namespace or ESI_NAMESPACE choose the namespace."
+    return None
+
+
+class _Commands(TyperGroup):
+    """The command group: reports esi's errors the same way for every command."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's Context class lives in a private module; Any accepts it
+        try:
+            return super().invoke(ctx)
+        except ApiStatusError as err:
+            raise _fail(err.message, err.errors, _hint(err)) from err
+        except EsiError as err:
+            raise _fail(str(err), hint=_hint(err)) from err
+
+
+app = typer.Typer(
+    name="esi",
+    cls=_Commands,
+    help="Look at esi's Testbeds, BatchJobs and Schedulings, submit Schedulings and watch them run.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals would include the token
+)
+
+_NAMESPACE_HELP = "Namespace to work in (default: the server's)."
+_OUTPUT_HELP = "table, or json/yaml as the API returns it."
+# Every command takes -n and -o too, so they work after the command name as well as before it.
+NamespaceOption = Annotated[str | None, typer.Option("--namespace", "-n", help=_NAMESPACE_HELP, show_default=False)]
+OutputOption = Annotated[Output | None, typer.Option("--output", "-o", help=_OUTPUT_HELP, show_default=False)]
+
+
+@app.callback()
+def _options(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option("--url", envvar="ESI_URL", help="Base URL of the esi API.")] = DEFAULT_URL,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="ESI_TOKEN", help="Bearer token for the API.", show_default=False)
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", envvar="ESI_NAMESPACE", help=_NAMESPACE_HELP)
+    ] = None,
+    output: Annotated[Output, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = Output.TABLE,
+) -> None:
+    connector = ctx.obj if isinstance(ctx.obj, Connector) else Connector()
+    ctx.obj = _Session(url, token, namespace, output, connector)
+
+
+def _session(ctx: typer.Context, namespace: str | None, output: Output | None) -> _Session:
+    """The global choices, with what the command's own ``-n``/``-o`` override (either position works)."""
+    session = ctx.find_object(_Session)
+    assert session is not None  # the app's callback sets it before any command runs
+    return replace(session, namespace=namespace or session.namespace, output=output or session.output)
+
+
+def _dump(output: Output, data: Any) -> None:
+    """``data`` (models, or lists and maps of them) as the API wrote it, in JSON or YAML."""
+    plain = to_jsonable_python(data, by_alias=True)
+    if output is Output.JSON:
+        typer.echo(json.dumps(plain, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(plain, sort_keys=False), nl=False)
+
+
+def _emit(session: _Session, data: Any, render: Callable[[], RenderableType]) -> None:
+    """``data`` as JSON or YAML when asked for, else ``render()``'s tables."""
+    if session.output is Output.TABLE:
+        _stdout().print(render())
+    else:
+        _dump(session.output, data)
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+
+
+def _state(state: str | None) -> Text:
+    return Text(state or "-", style=_STATE_STYLES.get(state or "", ""))
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(*columns, title=title, title_justify="left", header_style="bold")
+    return table
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _duration(start: datetime, stop: datetime | None) -> str:
+    if stop is None:
+        return "-"
+    seconds = int((stop - start) / timedelta(seconds=1))
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _time(moment: datetime | None) -> str:
+    return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+def _outcome(run: ExternalScheduledEvent) -> Text:
+    if run.successful is True:
+        return Text("succeeded", style="green")
+    if run.successful is False:
+        return Text("failed", style="red")
+    return Text("running", style="cyan") if run.stop is None else Text("unknown", style="dim")
+
+
+def _slots(testbed: ExternalTestbed) -> list[ExternalSlot]:
+    return [slot for node in testbed.slots_by_node.values() for slot in node]
+
+
+def _count(testbed: ExternalTestbed, state: str) -> int:
+    return sum(slot.state == state for slot in _slots(testbed))
+
+
+def _testbeds_table(testbeds: Sequence[ExternalTestbed]) -> Table:
+    table = _table("NAME", "STATE", "NODES", "SLOTS/NODE", "FREE", "RESERVED", "OCCUPIED", "HELD BY")
+    for t in testbeds:
+        counts = [str(_count(t, state)) for state in ("FREE", "RESERVED", "OCCUPIED")]
+        table.add_row(
+            t.name,
+            _state(t.state),
+            str(t.number_of_nodes),
+            str(t.number_of_slots_per_node),
+            *counts,
+            _or_dash(t.held_by),
+        )
+    return table
+
+
+def _slot_cell(slot: ExternalSlot | None) -> Text:
+    if slot is None:
+        return Text("")
+    cell = Text.assemble((f"#{slot.position} ", "bold"), (slot.state, _STATE_STYLES.get(slot.state, "")))
+    if slot.reserved_for:
+        cell.append(f"\n{slot.reserved_for}")
+    if slot.pod_name:
+        cell.append(f"\n{slot.pod_name}", style="dim")
+    return cell
+
+
+def slot_grid(testbed: ExternalTestbed) -> Table:
+    """One column per node (by node id), one row per slot position on the node; each cell the slot id, its
+    state and the job and pod in it — so the interleaved numbering (ids count across nodes first) shows."""
+    nodes = sorted(
+        testbed.slots_by_node.items(), key=lambda item: (min((s.node_id for s in item[1]), default=0), item[0])
+    )
+    table = _table("POS", title=f"slots of {testbed.name}: id, state, job, pod")
+    for node, slots in nodes:
+        node_id = f" (id {slots[0].node_id})" if slots else ""
+        table.add_column(f"{node}{node_id}")
+    positions = sorted({slot.slot_position_on_node for _, slots in nodes for slot in slots})
+    for position in positions:
+        cells = [
+            _slot_cell(next((s for s in slots if s.slot_position_on_node == position), None)) for _, slots in nodes
+        ]
+        table.add_row(str(position), *cells)
+    return table
+
+
+def _testbed_detail(testbed: ExternalTestbed) -> RenderableType:
+    head = Text.assemble(
+        ("Testbed ", "bold"),
+        (testbed.name, "bold"),
+        f" in {testbed.namespace}: ",
+        _state(testbed.state),
+        f" ({testbed.esi_state}), {testbed.number_of_nodes} nodes x {testbed.number_of_slots_per_node} slots",
+        f", held by {testbed.held_by}" if testbed.held_by else "",
+    )
+    parts: list[RenderableType] = [head]
+    if testbed.message:
+        parts.append(Text(testbed.message, style="dim"))
+    if testbed.slots_by_node:
+        parts.append(slot_grid(testbed))
+    else:
+        parts.append(Text("no slots yet: no node carries the Testbed's label, or it is still being set up"))
+    return Group(*parts)
+
+
+def _last_run(job: ExternalBatchJob) -> ExternalScheduledEvent | None:
+    return job.scheduled_events[-1] if job.scheduled_events else None
+
+
+def _jobs_table(jobs: Iterable[ExternalBatchJob]) -> Table:
+    table = _table("NAME", "STATE", "RUNS", "LAST RUN", "DURATION", "SCHEDULING", "MESSAGE")
+    for job in jobs:
+        last = _last_run(job)
+        table.add_row(
+            job.name,
+            _state(job.state),
+            str(len(job.scheduled_events)),
+            _outcome(last) if last else Text("-"),
+            _duration(last.start, last.stop) if last else "-",
+            last.scheduling.name if last else "-",
+            _or_dash(job.message),
+        )
+    return table
+
+
+def _runs_table(job: ExternalBatchJob) -> Table:
+    table = _table(
+        "#",
+        "ATTEMPT",
+        "START",
+        "END",
+        "DURATION",
+        "OUTCOME",
+        "SCHEDULING",
+        "SLOTS",
+        "NODES",
+        "CO-LOCATED",
+        title="runs",
+    )
+    for number, run in enumerate(job.scheduled_events, start=1):
+        table.add_row(
+            str(number),
+            str(run.attempt),
+            _time(run.start),
+            _time(run.stop),
+            _duration(run.start, run.stop),
+            _outcome(run),
+            run.scheduling.name,
+            ", ".join(map(str, run.slots)) or "-",
+            ", ".join(run.nodes) or "-",
+            ", ".join(run.colocated_jobs) or "-",
+        )
+    return table
+
+
+def _external_scheduler_table(job: ExternalBatchJob) -> Table:
+    table = _table("KEY", "#", "DATA", title="externalScheduler")
+    for key, entries in (job.external_scheduler or {}).items():
+        for index, entry in enumerate(entries):
+            table.add_row(key, str(index), ", ".join(f"{k}: {v}" for k, v in entry.items()))
+    return table
+
+
+def _job_detail(job: ExternalBatchJob) -> RenderableType:
+    head = Text.assemble(
+        ("BatchJob ", "bold"), (job.name, "bold"), f" in {job.namespace}: ", _state(job.state), f" ({job.esi_state})"
+    )
+    parts: list[RenderableType] = [head]
+    if job.message:
+        parts.append(Text(job.message, style="dim"))
+    parts.append(_runs_table(job) if job.scheduled_events else Text("no runs yet"))
+    if job.external_scheduler:
+        parts.append(_external_scheduler_table(job))
+    return Group(*parts)
+
+
+def _strategy(scheduling: ExternalScheduling) -> str:
+    if scheduling.queue is not None:
+        return f"queue of {len(scheduling.queue)}"
+    assert scheduling.slots is not None  # the model holds exactly one strategy
+    return f"slots {scheduling.slots.mode.lower()}, {len(scheduling.slots.jobs)} jobs"
+
+
+def _progress(scheduling: ExternalScheduling) -> str:
+    done = sum(entry.state == "Completed" for entry in scheduling.job_status)
+    return f"{done}/{len(_planned(scheduling))}"
+
+
+def _planned(scheduling: ExternalScheduling) -> dict[str, str]:
+    """Each job of the spec, in order, with what it gets: its executor count (queue) or its slot ids."""
+    if scheduling.queue is not None:
+        return {name: f"{scheduling.queue.count(name)} executor(s)" for name in dict.fromkeys(scheduling.queue)}
+    assert scheduling.slots is not None
+    return {job.name: "slots " + ", ".join(map(str, job.slots)) for job in scheduling.slots.jobs}
+
+
+def _schedulings_table(schedulings: Iterable[ExternalScheduling]) -> Table:
+    table = _table("NAME", "STATE", "TESTBED", "STRATEGY", "DONE", "WAITING FOR")
+    for s in schedulings:
+        table.add_row(s.name, _state(s.state), s.test_bed, _strategy(s), _progress(s), _or_dash(s.waiting_for))
+    return table
+
+
+def _scheduling_detail(scheduling: ExternalScheduling) -> RenderableType:
+    head = Text.assemble(
+        ("Scheduling ", "bold"),
+        (scheduling.name, "bold"),
+        f" in {scheduling.namespace}: " if scheduling.namespace else ": ",
+        _state(scheduling.state),
+        f" ({scheduling.esi_state}) on Testbed {scheduling.test_bed}, {_strategy(scheduling)}",
+    )
+    states = {entry.name: entry.state for entry in scheduling.job_status}
+    table = _table("JOB", "STATE", "GETS")
+    for name, gets in _planned(scheduling).items():
+        table.add_row(name, _state(states.get(name)), gets)
+    parts: list[RenderableType] = [head, table]
+    if scheduling.waiting_for:
+        parts.append(Text(f"waiting for: {scheduling.waiting_for}", style="yellow"))
+    return Group(*parts)
+
+
+def _overview(view: Overview) -> RenderableType:
+    in_use = sum(t.state == "RUNNING" for t in view.testbeds)
+    running = sum(s.state not in {"CompletedState", "FailedState"} for s in view.schedulings)
+    head = Text(
+        f"namespace {view.namespace}: {len(view.testbeds)} Testbeds ({in_use} in use), {len(view.jobs)} BatchJobs, "
+        f"{len(view.schedulings)} Schedulings ({running} unfinished)",
+        style="bold",
+    )
+    testbeds = _table("NAME", "STATE", "NODES", "SLOTS", "FREE", "RESERVED", "OCCUPIED", "HELD BY", title="Testbeds")
+    for t in view.testbeds:
+        counts = (t.nodes, t.slots, t.free, t.reserved, t.occupied)
+        testbeds.add_row(t.name, _state(t.state), *map(str, counts), _or_dash(t.held_by))
+    jobs = _table("NAME", "STATE", "HELD BY", "RUNS", "LAST RUN", title="BatchJobs")
+    for j in view.jobs:
+        last = {True: Text("succeeded", "green"), False: Text("failed", "red"), None: Text("-")}[j.last_run_successful]
+        jobs.add_row(j.name, _state(j.state), _or_dash(j.held_by), str(j.runs), last)
+    schedulings = _table("NAME", "STATE", "TESTBED", "DONE", "WAITING FOR", title="Schedulings")
+    for s in view.schedulings:
+        schedulings.add_row(s.name, _state(s.state), s.test_bed, _or_dash(s.progress), _or_dash(s.waiting_for))
+    return Group(head, testbeds, jobs, schedulings)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+@app.command()
+def overview(ctx: typer.Context, namespace: NamespaceOption = None, output: OutputOption = None) -> None:
+    """Counts and tables of the namespace's Testbeds, BatchJobs and Schedulings."""
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        view = client.overview()
+    _emit(session, view, lambda: _overview(view))
+
+
+@app.command("testbeds")
+def show_testbeds(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Show this Testbed's slot grid.", show_default=False)] = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """List Testbeds; with NAME, its slots: a column per node, a row per slot position, each slot's id and state."""
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        if name is None:
+            found = client.testbeds()
+            _emit(session, found, lambda: _testbeds_table(found))
+        else:
+            one = client.testbed(name)
+            _emit(session, one, lambda: _testbed_detail(one))
+
+
+@app.command("jobs")
+def show_jobs(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Show this BatchJob's runs.", show_default=False)] = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """List BatchJobs; with NAME, its run history (slots, nodes, co-located jobs) and externalScheduler data."""
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        if name is None:
+            found = client.jobs()
+            _emit(session, found, lambda: _jobs_table(found[key] for key in sorted(found)))
+        else:
+            one = client.job(name)
+            _emit(session, one, lambda: _job_detail(one))
+
+
+@app.command("schedulings")
+def show_schedulings(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Show this Scheduling's jobs.", show_default=False)] = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """List Schedulings; with NAME, the state of each of its jobs and what it waits for."""
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        if name is None:
+            found = client.schedulings()
+            _emit(session, found, lambda: _schedulings_table(found))
+        else:
+            one = client.scheduling(name)
+            _emit(session, one, lambda: _scheduling_detail(one))
+
+
+class ManifestError(ValueError):
+    """A document that is not a Scheduling in either shape; ``problems`` says where."""
+
+    def __init__(self, message: str, problems: Sequence[FieldProblem] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.problems = list(problems)
+
+
+def _field_problems(err: ValidationError) -> list[FieldProblem]:
+    return [FieldProblem(field=".".join(map(str, e["loc"])) or "(document)", problem=e["msg"]) for e in err.errors()]
+
+
+def scheduling_request(document: object) -> ExternalScheduling:
+    """The API request for one document: an esi ``Scheduling`` manifest, or the original's ExternalScheduling."""
+    if not isinstance(document, dict):
+        raise ManifestError(f"expected a mapping, got {type(document).__name__}")
+    try:
+        if "apiVersion" not in document and "kind" not in document:
+            return ExternalScheduling.model_validate(document)
+        if document.get("kind") != "Scheduling":
+            raise ManifestError(f"esi submit takes Schedulings, not {document.get('kind')!r}")
+        manifest = Scheduling.model_validate(document)
+    except ValidationError as err:
+        name = document.get("metadata", {}).get("name") if isinstance(document.get("metadata"), dict) else None
+        name = name or document.get("name")
+        raise ManifestError(f"not a valid Scheduling{f' ({name})' if name else ''}", _field_problems(err)) from err
+    return external_scheduling(manifest.model_copy(update={"status": None}))
+
+
+def _documents(source: TextIO) -> list[Any]:
+    try:
+        documents = [doc for doc in yaml.safe_load_all(source) if doc is not None]
+    except yaml.YAMLError as err:
+        raise ManifestError(f"{source.name} is neither YAML nor JSON: {err}") from err
+    if not documents:
+        raise ManifestError(f"{source.name} holds no document")
+    return documents
+
+
+@app.command()
+def submit(
+    ctx: typer.Context,
+    file: Annotated[typer.FileText, typer.Argument(help="YAML or JSON file; - reads standard input.")],
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Create or replace Schedulings from FILE: esi Scheduling manifests or the original's ExternalScheduling.
+
+    Every document is checked before any is sent; a Scheduling that exists gets the new queue or slots
+    (jobs already started run on).
+    """
+    session = _session(ctx, namespace, output)
+    try:
+        documents = _documents(file)
+        requests = [scheduling_request(doc) for doc in documents]
+    except ManifestError as err:
+        raise _fail(err.message, err.problems) from err
+    for document in documents:
+        if isinstance(document.get("spec"), dict) and "retry" in document["spec"]:
+            _stderr().print(
+                Text(f"{file.name}: spec.retry is not part of the REST API and is not sent", style="yellow")
+            )
+    results = []
+    with session.client() as client:
+        for request in requests:
+            try:
+                submitted = client.submit(request)
+            except ValueError as err:  # the manifest's namespace and --namespace disagree
+                raise _fail(str(err)) from err
+            results.append(submitted.scheduling)
+            if session.output is Output.TABLE:
+                verb = "created" if submitted.created else "replaced (jobs already started run on)"
+                _stdout().print(Text(f"Scheduling {request.name} {verb}", style="green"))
+                _stdout().print(_scheduling_detail(submitted.scheduling))
+    if session.output is not Output.TABLE:
+        _dump(session.output, results[0] if len(results) == 1 else results)
+
+
+@app.command()
+def delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The Scheduling to delete.")],
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Delete a Scheduling; its Testbed and jobs are released (running jobs are stopped)."""
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        gone = client.delete_scheduling(name)
+    _emit(session, gone, lambda: Text(f"Scheduling {name} deleted; it was {gone.state}", style="green"))
+
+
+_EXTERNAL_SCHEDULER = TypeAdapter(dict[str, list[dict[str, str]]])
+
+
+@app.command("set-external-scheduler")
+def set_external_scheduler(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The BatchJob.")],
+    file: Annotated[
+        typer.FileText, typer.Argument(help="YAML or JSON: {key: [{field: value}, ...]}; - reads standard input.")
+    ],
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Replace a BatchJob's externalScheduler data (the scheduler's own notes, e.g. profiling results)."""
+    session = _session(ctx, namespace, output)
+    try:
+        documents = _documents(file)
+        data = _EXTERNAL_SCHEDULER.validate_python(documents[0] if len(documents) == 1 else documents)
+    except ManifestError as err:
+        raise _fail(err.message, err.problems) from err
+    except ValidationError as err:
+        raise _fail(f"{file.name} is not externalScheduler data", _field_problems(err)) from err
+    with session.client() as client:
+        updated = client.set_external_scheduler(job, data)
+    _emit(session, updated, lambda: _external_scheduler_table(updated))
+
+
+def _summary(event: Event[Any]) -> Text:
+    resource = event.resource
+    if isinstance(resource, ExternalTestbed):
+        counts = ", ".join(f"{_count(resource, s)} {s.lower()}" for s in ("FREE", "RESERVED", "OCCUPIED"))
+        held = f", held by {resource.held_by}" if resource.held_by else ""
+        return Text.assemble(_state(resource.state), f" {counts}{held}")
+    if isinstance(resource, ExternalBatchJob):
+        return Text.assemble(_state(resource.state), f" {len(resource.scheduled_events)} runs")
+    if isinstance(resource, ExternalScheduling):
+        waiting = f", waiting for {resource.waiting_for}" if resource.waiting_for else ""
+        return Text.assemble(_state(resource.state), f" {_progress(resource)} done{waiting}")
+    return Text("")
+
+
+def _event_line(event: Event[Any], now: datetime) -> Text:
+    return Text.assemble(
+        f"{now:%H:%M:%S} ",
+        (f"{event.action:<8}", _STATE_STYLES.get(event.action, "")),
+        f" {event.kind.removesuffix('s')}/{event.name} ",
+        _summary(event),
+    )
+
+
+def _destinations(kind: Kind | None, name: str | None) -> list[str]:
+    if kind is None:
+        return [topic(k) for k in get_args(Kind)]
+    return [topic(kind, name)]
+
+
+@app.command()
+def watch(
+    ctx: typer.Context,
+    kind: Annotated[
+        Kind | None, typer.Argument(help="testbeds, jobs or schedulings (default: all three).", show_default=False)
+    ] = None,
+    name: Annotated[str | None, typer.Argument(help="Only this object, with its state.", show_default=False)] = None,
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Print each change as it happens (over STOMP), one line per event; Ctrl-C stops.
+
+    With -o json, one JSON object per line: destination, action, name and the object's view.
+    """
+    session = _session(ctx, namespace, output)
+    try:
+        with session.client() as client, client.subscribe(*_destinations(kind, name)) as events:
+            for event in events:
+                if session.output is Output.TABLE:
+                    _stdout().print(_event_line(event, datetime.now().astimezone()))
+                    continue
+                record = {"destination": event.destination, "action": event.action, "name": event.name}
+                record["resource"] = to_jsonable_python(event.resource, by_alias=True)
+                # YAML: each event one item of a sequence that grows as events come
+                text = json.dumps(record) + "\n" if session.output is Output.JSON else yaml.safe_dump([record])
+                typer.echo(text, nl=False)
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how a watch ends
+    raise _fail(f"the esi API at {session.url} closed the STOMP connection")
+
+
+def main() -> None:
+    """The ``esi`` console script."""
+    app(prog_name="esi")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The API's watch cache and the STOMP notifications made from its changes, without a cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from api.cache import Change, ResourceCache
+from api.notifications import notifier
+from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
+
+
+def meta(manifest: dict[str, Any], name: str, version: int, namespace: str = "ns", **status: Any) -> dict[str, Any]:
+    body = manifest | {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(version)}}
+    return body | ({"status": status} if status else {})
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, str, str]] = []
+        self.published: list[tuple[str, str, Any]] = []
+
+    def __call__(self, change: Change) -> None:
+        self.changes.append((change.kind, change.action, change.name))
+
+    def publish(self, destination: str, body: bytes, namespace: str) -> None:
+        self.published.append((namespace, destination, json.loads(body)))
+
+
+def test_objects_are_added_changed_and_deleted_with_one_change_each() -> None:
+    cache, seen = ResourceCache(), Recorder()
+    cache.listen(seen)
+
+    cache.testbeds.observed(meta(testbed_manifest(), "tb", 1))
+    cache.testbeds.observed(meta(testbed_manifest(slotsPerNode=3), "tb", 2))
+    cache.testbeds.deleted(meta(testbed_manifest(), "tb", 3))
+
+    assert seen.changes == [("testbeds", "ADDED", "tb"), ("testbeds", "MODIFIED", "tb"), ("testbeds", "DELETED", "tb")]
+    assert cache.testbeds.get("ns", "tb") is None
+
+
+def test_an_older_version_never_replaces_a_newer_one() -> None:
+    cache = ResourceCache()
+    cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))  # e.g. the answer to a write
+
+    assert cache.jobs.observed(meta(batchjob_manifest(), "j", 5, state="Ready")) is None  # the watch lagging
+    same = cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))
+
+    job = cache.jobs.get("ns", "j")
+    assert job is not None
+    assert job.status is not None
+    assert job.status.state.value == "Running"
+    assert same is job
+
+
+def test_a_list_is_the_whole_truth_and_marks_the_kind_synced() -> None:
+    cache, seen = ResourceCache(), Recorder()
+    cache.schedulings.observed(meta(scheduling_manifest(), "gone", 1))
+    cache.listen(seen)
+    assert cache.unsynced() == ["testbeds", "jobs", "schedulings"]
+
+    cache.schedulings.listed([meta(scheduling_manifest(), "kept", 2)])
+
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("ns")] == ["kept"]
+    assert seen.changes == [("schedulings", "ADDED", "kept"), ("schedulings", "DELETED", "gone")]
+    assert cache.unsynced() == ["testbeds", "jobs"]
+
+
+def test_an_object_esi_cannot_read_is_left_out_not_half_served() -> None:
+    cache = ResourceCache()
+    broken = meta(testbed_manifest(), "tb", 1)
+    broken["spec"]["slotsPerNode"] = "many"
+
+    assert cache.testbeds.observed(broken) is None
+    assert cache.testbeds.get("ns", "tb") is None
+
+
+def test_namespaces_are_kept_apart() -> None:
+    cache = ResourceCache()
+    cache.testbeds.observed(meta(testbed_manifest(), "tb", 1, namespace="a"))
+    cache.testbeds.observed(meta(testbed_manifest(), "tb", 2, namespace="b"))
+
+    assert [t.metadata.namespace for t in cache.testbeds.in_namespace("a")] == ["a"]
+    assert cache.testbeds.get("c", "tb") is None
+
+
+def test_each_change_goes_to_the_list_topic_by_name_and_to_the_objects_topic_in_full() -> None:
+    cache, out = ResourceCache(), Recorder()
+    cache.listen(notifier(out))
+
+    cache.schedulings.observed(meta(scheduling_manifest(), "s", 1))
+
+    assert out.published[0] == ("ns", "/topic/schedulings", {"action": "ADDED", "resource": "s"})
+    namespace, destination, payload = out.published[1]
+    assert (namespace, destination, payload["action"]) == ("ns", "/topic/schedulings/s", "ADDED")
+    assert payload["resource"]["name"] == "s"
+    assert payload["resource"]["testBed"] == "profiler-testbed"
+    assert payload["resource"]["state"] == "AcquireState"
+
+
+def test_a_write_the_external_view_does_not_show_is_not_announced() -> None:
+    cache, out = ResourceCache(), Recorder()
+    cache.listen(notifier(out))
+    cache.jobs.observed(meta(batchjob_manifest(), "j", 1))
+    before = len(out.published)
+
+    cache.jobs.observed(meta(batchjob_manifest(), "j", 2, observedGeneration=3))  # not part of the view
+    assert len(out.published) == before
+    cache.jobs.observed(meta(batchjob_manifest(), "j", 3, state="Queued"))
+    assert [(d, p["action"]) for _, d, p in out.published[before:]] == [
+        ("/topic/jobs", "MODIFIED"),
+        ("/topic/jobs/j", "MODIFIED"),
+    ]
+    cache.jobs.deleted(meta(batchjob_manifest(), "j", 4))
+    assert out.published[-1][2]["action"] == "DELETED"
+
+
+def test_a_memoised_answer_lasts_until_the_next_change() -> None:
+    cache = ResourceCache()
+    renders: list[int] = []
+
+    def render() -> bytes:
+        renders.append(len(cache.jobs.in_namespace("ns")))
+        return str(renders[-1]).encode()
+
+    assert cache.memo("jobs", render) == b"0"
+    assert cache.memo("jobs", render) == b"0"
+    cache.jobs.observed(meta(batchjob_manifest(), "j", 1))
+    assert cache.memo("jobs", render) == b"1"
+    assert renders == [0, 1]

@@ -1,0 +1,178 @@
+"""The ``/external`` routes without a cluster: reads from a cache filled by hand, tokens, refusals.
+
+Writes need an API server; they are tested against the real one (tests/integration/test_api.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_api_app
+from api.auth import Principal, Refusal, StaticToken
+from api.cache import ResourceCache
+from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
+
+TOKEN = "s3cret-token"  # noqa: S105 (a test token)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def meta(manifest: dict[str, Any], name: str, namespace: str = "default", **status: Any) -> dict[str, Any]:
+    body = manifest | {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"}}
+    return body | ({"status": status} if status else {})
+
+
+@pytest.fixture
+def cache() -> ResourceCache:
+    cache = ResourceCache()
+    cache.testbeds.observed(meta(testbed_manifest(), "empty"))  # no slots yet: the original answered 500
+    slots = [{"id": i, "nodeName": f"n{i % 2}", "nodeId": i % 2, "position": i // 2, "state": "Free"} for i in range(4)]
+    cache.testbeds.observed(meta(testbed_manifest(), "tb", state="Ready", slots=slots))
+    cache.jobs.observed(meta(batchjob_manifest(), "wordcount"))
+    cache.jobs.observed(meta(batchjob_manifest(), "elsewhere", namespace="other"))
+    cache.schedulings.observed(meta(scheduling_manifest(), "s"))
+    return cache
+
+
+@pytest.fixture
+def api(cache: ResourceCache) -> Iterator[TestClient]:
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache)) as client:
+        yield client
+
+
+def test_testbeds_in_the_originals_shape_also_without_slots(api: TestClient) -> None:
+    listed = api.get("/external/testbeds", headers=AUTH)
+    one = api.get("/external/testbeds/tb", headers=AUTH)
+    empty = api.get("/external/testbeds/empty", headers=AUTH)
+
+    assert listed.status_code == 200
+    assert [t["name"] for t in listed.json()] == ["empty", "tb"]
+    assert one.json()["numberOfNodes"] == 2
+    assert [s["position"] for s in one.json()["slotsByNode"]["n0"]] == [0, 2]
+    assert (empty.status_code, empty.json()["slotsByNode"]) == (200, {})
+
+
+def test_jobs_by_name_and_one_job(api: TestClient) -> None:
+    assert list(api.get("/external/jobs", headers=AUTH).json()) == ["wordcount"]
+    assert api.get("/external/jobs/wordcount", headers=AUTH).json()["state"] == "ReadyState"
+
+
+def test_the_namespace_parameter_selects_another_namespace(api: TestClient) -> None:
+    assert list(api.get("/external/jobs", params={"namespace": "other"}, headers=AUTH).json()) == ["elsewhere"]
+    bad = api.get("/external/jobs", params={"namespace": "Not_A_Namespace"}, headers=AUTH)
+    assert bad.status_code == 422
+    assert bad.json()["detail"]["errors"][0]["field"] == "query.namespace"
+
+
+def test_schedulings_and_the_overview(api: TestClient) -> None:
+    assert api.get("/external/schedulings/s", headers=AUTH).json()["state"] == "AcquireState"
+    overview = api.get("/external/overview", headers=AUTH).json()
+
+    assert overview["namespace"] == "default"
+    assert [(t["name"], t["slots"], t["free"]) for t in overview["testbeds"]] == [("empty", 0, 0), ("tb", 4, 4)]
+    assert [s["name"] for s in overview["schedulings"]] == ["s"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/external/testbeds/nope", "/external/jobs/nope", "/external/schedulings/nope"],
+)
+def test_what_does_not_exist_is_a_404_naming_it(api: TestClient, path: str) -> None:
+    answer = api.get(path, headers=AUTH)
+
+    assert answer.status_code == 404
+    assert "nope" in answer.json()["detail"]["message"]
+    assert "namespace default" in answer.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({}, "no bearer token"),
+        ({"Authorization": "Bearer wrong"}, "token"),
+        ({"Authorization": f"Basic {TOKEN}"}, "no bearer token"),
+    ],
+)
+def test_without_the_token_every_route_is_a_401_with_the_reason(
+    api: TestClient, headers: dict[str, str], reason: str
+) -> None:
+    for path in ("/external/testbeds", "/external/overview", "/external/jobs/wordcount"):
+        answer = api.get(path, headers=headers)
+        assert answer.status_code == 401, path
+        assert reason in answer.json()["detail"]["message"]
+        assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_health_readiness_metrics_and_docs_need_no_token(api: TestClient) -> None:
+    assert api.get("/healthz").status_code == 200
+    assert api.get("/readyz").status_code == 503, "nothing listed from a cluster: not ready"
+    metrics = api.get("/metrics")
+    assert metrics.status_code == 200
+    assert 'esi_testbed_slots{namespace="default",state="Free",testbed="tb"} 4.0' in metrics.text
+    assert "esi_api_request_duration_seconds" in metrics.text
+    assert api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]
+
+
+class ReadOnly:
+    """RBAC as a Kubernetes authenticator would apply it: this caller may read, not submit."""
+
+    async def authenticate(self, token: str | None) -> Principal:
+        if token != TOKEN:
+            raise Refusal(401, "unknown token")
+        return Principal("reader")
+
+    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+        if verb not in ("get", "list", "watch"):
+            raise Refusal(403, f"forbidden: {principal.name} may not {verb} {resource} in namespace {namespace}")
+
+
+def test_a_caller_may_read_but_not_submit_is_refused_with_403(cache: ResourceCache) -> None:
+    with TestClient(create_api_app(ReadOnly(), cache=cache)) as api:
+        assert api.get("/external/schedulings", headers=AUTH).status_code == 200
+        body = {"name": "s2", "testBed": "tb", "queue": ["wordcount"]}
+        refused = api.post("/external/schedulings", json=body, headers=AUTH)
+        deleted = api.delete("/external/schedulings/s", headers=AUTH)
+
+    assert refused.status_code == 403
+    assert refused.json()["detail"]["message"] == "forbidden: reader may not create schedulings in namespace default"
+    assert deleted.status_code == 403
+
+
+def slots(mode: str, *jobs: tuple[str, list[int]]) -> dict[str, Any]:
+    return {"mode": mode, "jobs": [{"name": name, "slots": ids} for name, ids in jobs]}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "s", "testBed": "tb"}, "(body)"),  # neither queue nor slots
+        ({"name": "s", "testBed": "tb", "queue": ["a"], "slots": slots("STRICT", ("a", [0]))}, "(body)"),
+        ({"name": " ", "testBed": "tb", "queue": ["a"]}, "name"),
+        ({"name": "s", "testBed": "tb", "slots": slots("SOMETIMES", ("a", [0]))}, "slots.mode"),
+        ({"name": "s", "testBed": "tb", "slots": slots("STRICT", ("a", []))}, "slots.jobs.0.slots"),
+        ({"name": "s", "testBed": "tb", "slots": slots("STRICT")}, "slots.jobs"),
+        ({"name": "s", "testBed": "tb", "queue": []}, "spec.queueBased"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [-1]))}, "spec.slotBased"),
+    ],
+)
+def test_an_invalid_scheduling_is_a_422_naming_the_field_and_nothing_is_written(
+    api: TestClient, cache: ResourceCache, body: dict[str, Any], field: str
+) -> None:
+    answer = api.post("/external/schedulings", json=body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    fields = [e["field"] for e in answer.json()["detail"]["errors"]]
+    assert any(f.startswith(field) for f in fields), fields
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+def test_a_body_that_is_not_json_is_a_422_not_a_500(api: TestClient) -> None:
+    answer = api.post(
+        "/external/schedulings", content=b"{not json", headers=AUTH | {"content-type": "application/json"}
+    )
+
+    assert answer.status_code == 422
+    assert answer.json()["detail"]["errors"]
