@@ -71,13 +71,16 @@ class _Server(uvicorn.Server):
 
 async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
     authenticator: Authenticator
-    client = None
+    closing = []
     if args.token_file is not None:
         authenticator = StaticToken.from_file(args.token_file, create=True)
     else:
         client = AsyncClient(config=config)
         authenticator = KubernetesAuth(client)
-    api = create_api_app(authenticator, namespace=args.namespace, kube_config=config, stomp_buffer=args.stomp_buffer)
+        closing.append(client.close)
+    api = create_api_app(
+        authenticator, namespace=args.namespace, kube_config=config, stomp_buffer=args.stomp_buffer, closing=closing
+    )
     extender = create_extender_app(kube_config=config)
     servers = [
         _Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=args.log_level))
@@ -98,11 +101,7 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
         args.extender_host,
         args.extender_port,
     )
-    try:
-        await asyncio.gather(*(server.serve() for server in servers))
-    finally:
-        if client is not None:
-            await client.close()
+    await asyncio.gather(*(server.serve() for server in servers))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
@@ -95,11 +95,13 @@ def create_api_app(
     kube_config: KubeConfig | None = None,
     kube: AsyncClient | None = None,
     stomp_buffer: int = 1000,
+    closing: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> FastAPI:
     """The external scheduler API of one cluster.
 
     With ``kube_config``, the lifespan opens a Kubernetes client and keeps the cache following the cluster;
     otherwise reads answer from ``cache`` as the caller fills it and writes go to ``kube`` (tests).
+    ``closing``: what to await when the app shuts down, on its event loop (e.g. the authenticator's client).
     """
     resources = cache or ResourceCache()
     broker = Broker(default_namespace=namespace, buffer_limit=stomp_buffer)
@@ -109,7 +111,9 @@ def create_api_app(
         summary="External Scheduler Interface for Kubernetes",
         description=DESCRIPTION,
         version="1",
-        lifespan=_following(resources, broker, kube_config) if kube_config is not None else _closing(broker),
+        lifespan=_following(resources, broker, kube_config, closing)
+        if kube_config is not None
+        else _closing(broker, closing),
     )
     app.state.cache = resources
     app.state.kube = kube
@@ -130,29 +134,29 @@ def create_api_app(
     return app
 
 
-def _closing(broker: Broker) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+def _closing(
+    broker: Broker, closing: Sequence[Callable[[], Awaitable[None]]]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
             await broker.close()
+            for close in closing:
+                await close()
 
     return lifespan
 
 
 def _following(
-    cache: ResourceCache, broker: Broker, config: KubeConfig
+    cache: ResourceCache, broker: Broker, config: KubeConfig, closing: Sequence[Callable[[], Awaitable[None]]]
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = AsyncClient(config=config, field_manager="esi-api")
         app.state.kube = client
-        try:
-            async with following(cache, client):
-                yield
-        finally:
-            await broker.close()
-            await client.close()
+        async with _closing(broker, [*closing, client.close])(app), following(cache, client):
+            yield
 
     return lifespan

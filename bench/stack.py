@@ -110,3 +110,4 @@ def local_stack(
             shutil.copytree(cluster.logs_dir, keep_logs, dirs_exist_ok=True)
             print(f"component logs copied to {keep_logs}")
         cluster.delete()
+        shutil.rmtree(cluster.workdir, ignore_errors=True)

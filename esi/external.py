@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from esi.batchjob import BatchJob, BatchJobState, RunRecord
-from esi.meta import EsiModel, ObjectReference
+from esi.meta import Condition, EsiModel, ObjectReference
 from esi.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
 from esi.testbed import SlotState, Testbed, TestbedState
 
@@ -101,6 +101,7 @@ class ExternalTestbed(_Wire):
     slots_by_node: dict[str, list[ExternalSlot]]
     held_by: str | None = None
     message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
 
 
 class ExternalScheduledEvent(_Wire):
@@ -122,6 +123,7 @@ class ExternalBatchJob(_Wire):
     external_scheduler: dict[str, list[dict[str, str]]] | None = None
     scheduled_events: list[ExternalScheduledEvent] = Field(default_factory=list)
     message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
 
 
 class JobStatusEntry(_Wire):
@@ -156,6 +158,7 @@ class ExternalScheduling(EsiModel):
     queue: list[str] | None = Field(default=None, description="Job names in order; k times = k executors.")
     slots: ExternalSlots | None = None
     waiting_for: str | None = None
+    conditions: list[Condition] = Field(default_factory=list, description="Ignored when sent.")
 
     @field_validator("name", "test_bed")
     @classmethod
@@ -205,6 +208,7 @@ def external_testbed(testbed: Testbed) -> ExternalTestbed:
         slots_by_node=by_node,
         held_by=status.scheduling if status is not None else None,
         message=status.message if status is not None else None,
+        conditions=list(status.conditions) if status is not None else [],
     )
 
 
@@ -232,6 +236,7 @@ def external_batchjob(job: BatchJob) -> ExternalBatchJob:
         external_scheduler=job.spec.external_scheduler,
         scheduled_events=[_event(run, namespace) for run in (status.runs if status is not None else [])],
         message=status.message if status is not None else None,
+        conditions=list(status.conditions) if status is not None else [],
     )
 
 
@@ -272,6 +277,7 @@ def external_scheduling(scheduling: Scheduling) -> ExternalScheduling:
         queue=[ref.name for ref in spec.queue_based] if spec.queue_based is not None else None,
         slots=slots,
         waiting_for=status.waiting_for if status is not None else None,
+        conditions=list(status.conditions) if status is not None else [],
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.models.authentication_v1 import TokenRequestSpec
@@ -20,9 +21,12 @@ from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.core_v1 import ServiceAccount, ServiceAccountToken
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
+from api.app import create_api_app
 from api.auth import KubernetesAuth, Principal, Refusal
+from api.threaded import serve_in_thread
 from esi.meta import GROUP
 from infra.local_cluster import LocalCluster
+from kube import SchedulingResource
 from tests.integration.kube import wait_for
 
 T = TypeVar("T")
@@ -166,3 +170,30 @@ def test_audiences_accept_only_tokens_issued_for_esi(cluster: LocalCluster, clie
     assert refused.status == 401
     assert refused.reason.startswith("bearer token not accepted by Kubernetes: ")
     assert 'is invalid for the target audiences ["esi"]' in refused.reason  # kube-apiserver's words
+
+
+def test_the_api_lets_a_reader_read_and_refuses_its_submissions(
+    esi_crds: LocalCluster, client: Client, reader: Reader
+) -> None:
+    """The whole path: the API app with Kubernetes deciding, called over HTTP with a service account token."""
+    config = KubeConfig.from_file(esi_crds.kubeconfig)
+    reviews = AsyncClient(config=config)
+    app = create_api_app(
+        KubernetesAuth(reviews), namespace=reader.namespace, kube_config=config, closing=[reviews.close]
+    )
+    headers = {"Authorization": f"Bearer {reader.token(client)}"}
+    with serve_in_thread(app, lifespan="on") as url, httpx.Client(base_url=url, headers=headers, timeout=10) as api:
+        wait_for("the API to be ready", lambda: api.get("/readyz").status_code == 200)
+
+        assert api.get("/external/schedulings").json() == []
+        submitted = api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["a"]})
+        elsewhere = api.get("/external/schedulings", params={"namespace": "default"})
+        anonymous = httpx.get(f"{url}/external/schedulings")
+
+    assert submitted.status_code == 403
+    assert submitted.json()["detail"]["message"] == (
+        f"forbidden: {reader.user} may not create schedulings in namespace {reader.namespace}"
+    )
+    assert elsewhere.status_code == 403
+    assert anonymous.status_code == 401
+    assert list(client.list(SchedulingResource, namespace=reader.namespace)) == [], "a refused submission wrote"

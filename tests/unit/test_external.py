@@ -159,3 +159,15 @@ def test_an_invalid_request_is_refused_at_its_field(body: dict[str, Any], field:
 
     fields = {".".join(str(p) for p in e["loc"]) for e in refused.value.errors()}
     assert field in fields, fields
+
+
+def test_views_carry_the_status_conditions() -> None:
+    condition = {"type": "Completed", "status": "True", "reason": "AllSucceeded", "message": "2 of 2 jobs succeeded",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    scheduling = Scheduling.model_validate(
+        with_meta(scheduling_manifest(), {"state": "Completed", "conditions": [condition]})
+    )
+
+    wire = external_scheduling(scheduling).model_dump(mode="json")
+
+    assert [(c["type"], c["reason"]) for c in wire["conditions"]] == [("Completed", "AllSucceeded")]
