@@ -11,19 +11,22 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up down status tools venv test unit integration lint typecheck format crds bench
+.PHONY: help up preview down status tools venv test unit integration lint typecheck format crds bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-up: tools venv ## start the local environment (real control plane + KWOK nodes) and print how to reach it
-	$(BIN)/python -m infra.local_cluster up
+up: tools venv ## pulumi up of the local stack: control plane, KWOK nodes, esi, manifests/; prints where the API is
+	$(BIN)/python -m infra.stack up
 
-down: venv ## stop and delete the local environment
-	$(BIN)/python -m infra.local_cluster down
+preview: tools venv ## pulumi preview of the local stack: what `make up` would change (e.g. a new manifest)
+	$(BIN)/python -m infra.stack preview
 
-status: venv ## show whether the local environment runs, and where
-	$(BIN)/python -m infra.local_cluster status
+down: tools venv ## pulumi destroy of the local stack: no process or file left but Pulumi's state
+	$(BIN)/python -m infra.stack down
+
+status: venv ## the local stack's outputs again (API URL, token, kubeconfig)
+	$(BIN)/python -m infra.stack outputs
 
 tools: ## build the missing binaries (Kubernetes, etcd, KWOK, Pulumi) into the cache; free when cached
 	$(PYTHON) -m infra.toolchain ensure

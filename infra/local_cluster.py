@@ -31,7 +31,7 @@ from typing import Any
 
 from infra import toolchain
 
-__all__ = ["ClusterError", "LocalCluster", "NodeSpec", "node_manifest"]
+__all__ = ["ClusterError", "LocalCluster", "NodeSpec", "free_port", "node_manifest", "process_alive"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 DEFAULT_WORKDIR = toolchain.REPO_ROOT / ".esi" / "kwok"
@@ -270,21 +270,23 @@ class LocalCluster:
     def start_process(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
         """Start a component of this cluster in the background, output to ``logs/<name>.log``; its pid.
 
-        A shell starts it and exits at once, so the component is nobody's child: it outlives this Python
-        process, and no zombie of it can linger here.
+        A shell starts it in a session of its own and exits at once, so the component is nobody's child: it
+        outlives this Python process (and its process group), and no zombie of it can linger here.
         """
         if self.process_running(name):
             raise ClusterError(f"{name} is already running for cluster {self.name!r}")
         self._processes_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        launcher = 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!'
+        # setsid: a session of its own, so that whoever started it (a Pulumi provider plugin, which its host
+        # ends with its whole process group) can go without taking it along.
+        launcher = 'log=$1; shift; setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
         pid = int(_run(["sh", "-c", launcher, "sh", self.logs_dir / f"{name}.log", *argv], env=env))
         (self._processes_dir / f"{name}.pid").write_text(str(pid))
         return pid
 
     def process_running(self, name: str) -> bool:
         pid = self._pid(name)
-        return pid is not None and _alive(pid)
+        return pid is not None and process_alive(pid)
 
     def stop_process(self, name: str, *, timeout: float = 10) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; a process that is already gone is fine."""
@@ -293,7 +295,7 @@ class LocalCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while _alive(pid):
+            while process_alive(pid):
                 if time.monotonic() > deadline:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
@@ -308,7 +310,7 @@ class LocalCluster:
             return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether ``pid`` runs; a zombie (exited, not yet reaped by whoever adopted it) does not."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

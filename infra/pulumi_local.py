@@ -39,7 +39,13 @@ def environment(home: Path, backend: Path, base: Mapping[str, str] | None = None
     """Environment for an offline pulumi: its home, a file backend, PATH with our binaries first."""
     base = os.environ if base is None else base
     backend.mkdir(parents=True, exist_ok=True)
-    path = [str(Path(sys.executable).parent), *(str(p) for p in toolchain.path_entries()), base.get("PATH", "")]
+    shims = _dynamic_provider_shim(home)
+    path = [
+        str(shims),
+        str(Path(sys.executable).parent),
+        *(str(p) for p in toolchain.path_entries()),
+        base.get("PATH", ""),
+    ]
     return {
         **base,
         "PATH": os.pathsep.join(path),
@@ -50,6 +56,23 @@ def environment(home: Path, backend: Path, base: Mapping[str, str] | None = None
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
     }
+
+
+def _dynamic_provider_shim(home: Path) -> Path:
+    """The plugin Pulumi starts for Python dynamic providers (infra/local_stack.py uses them).
+
+    Pulumi ships it as a two-line script beside the Python language host; the language host here is built
+    from source (tools/recipes/pulumi.sh), which leaves the script out, so it is written here: this
+    virtualenv's interpreter running ``pulumi.dynamic``.
+    """
+    shims = home / "shims"
+    shims.mkdir(parents=True, exist_ok=True)
+    shim = shims / "pulumi-resource-pulumi-python"
+    script = f'#!/bin/sh\nexec "{sys.executable}" -u -m pulumi.dynamic "$@"\n'
+    if not shim.exists() or shim.read_text() != script:
+        shim.write_text(script)
+        shim.chmod(0o755)
+    return shims
 
 
 def run(args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 600) -> str:

@@ -1,0 +1,392 @@
+"""The ``local`` stack: a real control plane with KWOK nodes, and esi running on it as local processes.
+
+``LocalEsi`` is what ``make up`` brings up with ``pulumi up``:
+
+* ``ControlPlane`` — kube-apiserver, etcd, kube-controller-manager and kube-scheduler from the foundation
+  library (``infra.local_cluster``), started again by the next ``up`` if it is found stopped (a reboot);
+* ``NodePool`` — the KWOK nodes of ``esi:nodes`` (name, cpu, memory, labels), grown, shrunk and relabelled
+  as the config changes;
+* the CRDs generated from esi's models, the simulated Spark/Flink CRDs and the priority classes, applied
+  server-side by the Kubernetes provider;
+* ``LocalComponent`` — ``python -m operators``, ``python -m api``, ``python -m sim``, each under
+  ``infra.supervise`` (restarted after a crash), logs in the cluster's ``logs/``, created only once its
+  health endpoint answers; and the second kube-scheduler ``esi-scheduler`` calling the API's extender.
+
+Processes and the control plane are not Kubernetes objects, so they are Pulumi *dynamic* resources: their
+create/update/delete run here, in Python. ``pulumi destroy`` stops every process and deletes the cluster's
+directory: nothing is left but the Pulumi state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from esi.crds import DEFINITIONS, crd
+from esi.names import SCHEDULER_NAME
+from esi.priority import priority_classes
+from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.toolchain import REPO_ROOT
+from sim.crds import application_crds
+
+__all__ = ["LocalEsi", "LocalEsiArgs", "NodeConfig"]
+
+READY_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    cpu: str = "4"
+    memory: str = "8Gi"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LocalEsiArgs:
+    """The local stack's settings, as plain data (``from_config`` reads them from ``esi:*`` config)."""
+
+    cluster: str = "esi"
+    workdir: str = str(DEFAULT_WORKDIR)
+    nodes: tuple[NodeConfig, ...] = ()
+    namespace: str = "default"
+    api_port: int = 8082
+    extender_port: int = 8083
+    operators_liveness_port: int = 8091
+    sim_liveness_port: int = 8092
+    sim_args: tuple[str, ...] = ("--time-scale", "0.05")
+
+    @classmethod
+    def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:
+        nodes = tuple(
+            NodeConfig(
+                name=str(n["name"]),
+                cpu=str(n.get("cpu", "4")),
+                memory=str(n.get("memory", "8Gi")),
+                labels={str(k): str(v) for k, v in (n.get("labels") or {}).items()},
+            )
+            for n in (config.get_object("nodes") or [])
+        )
+        workdir = Path(config.get("workdir") or DEFAULT_WORKDIR)
+        defaults = cls()
+        return cls(
+            cluster=config.get("cluster") or defaults.cluster,
+            workdir=str(workdir if workdir.is_absolute() else REPO_ROOT / workdir),
+            nodes=nodes,
+            namespace=config.get("namespace") or defaults.namespace,
+            api_port=config.get_int("apiPort") or defaults.api_port,
+            extender_port=config.get_int("extenderPort") or defaults.extender_port,
+            operators_liveness_port=config.get_int("operatorsLivenessPort") or defaults.operators_liveness_port,
+            sim_liveness_port=config.get_int("simLivenessPort") or defaults.sim_liveness_port,
+            sim_args=tuple(config.get_object("simArgs") or defaults.sim_args),
+        )
+
+
+def _cluster(props: dict[str, Any]) -> LocalCluster:
+    return LocalCluster(str(props["cluster"]), Path(str(props["workdir"])))
+
+
+def _changed(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    return [k for k in keys if olds.get(k) != news.get(k)]
+
+
+# --- the control plane ----------------------------------------------------------------------------------
+
+
+class _ControlPlaneProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        cluster = _cluster(props)
+        if not cluster.exists():
+            cluster.create()
+        elif not cluster.serving():
+            cluster.start()
+        return CreateResult(id_=str(cluster.directory), outs={**props, "kubeconfig": str(cluster.kubeconfig)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = _changed(olds, news, ("cluster", "workdir"))
+        stopped = not replaces and not _cluster(olds).serving()  # e.g. after a reboot: start it again
+        return DiffResult(changes=bool(replaces) or stopped, replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        cluster = _cluster(news)
+        if not cluster.serving():
+            cluster.start()
+        return UpdateResult(outs={**news, "kubeconfig": str(cluster.kubeconfig)})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        cluster = _cluster(props)
+        cluster.delete()
+        for emptied in (cluster.directory.parent, cluster.workdir):  # what kwokctl made around it, if empty now
+            with contextlib.suppress(OSError):
+                emptied.rmdir()
+
+
+class ControlPlane(Resource):
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, cluster: str, workdir: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(
+            _ControlPlaneProvider(), name, {"cluster": cluster, "workdir": workdir, "kubeconfig": None}, opts
+        )
+
+
+# --- KWOK nodes -----------------------------------------------------------------------------------------
+
+
+def _specs(props: dict[str, Any]) -> dict[str, NodeSpec]:
+    return {
+        str(n["name"]): NodeSpec(str(n["name"]), cpu=str(n["cpu"]), memory=str(n["memory"]), labels=dict(n["labels"]))
+        for n in props.get("nodes") or []
+    }
+
+
+class _NodePoolProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        specs = list(_specs(props).values())
+        if specs:
+            _cluster(props).add_nodes(specs)
+        return CreateResult(id_=f"{props['cluster']}-nodes", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return DiffResult(
+            changes=_specs(olds) != _specs(news),
+            replaces=_changed(olds, news, ("cluster", "workdir")),
+            delete_before_replace=True,
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        cluster = _cluster(news)
+        before, after = _specs(olds), _specs(news)
+        # Capacity is node status, which a re-apply does not change: a resized node is made anew.
+        resized = [
+            n
+            for n in before.keys() & after.keys()
+            if (before[n].cpu, before[n].memory) != (after[n].cpu, after[n].memory)
+        ]
+        gone = [n for n in before if n not in after] + resized
+        if gone:
+            cluster.kubectl("delete", "node", *gone, "--ignore-not-found")
+        changed = [spec for name, spec in after.items() if before.get(name) != spec or name in resized]
+        if changed:
+            cluster.add_nodes(changed)
+        return UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        cluster = _cluster(props)
+        names = list(_specs(props))
+        if names and cluster.exists():
+            cluster.kubectl("delete", "node", *names, "--ignore-not-found")
+
+
+class NodePool(Resource):
+    def __init__(
+        self, name: str, cluster: str, workdir: str, nodes: tuple[NodeConfig, ...], opts: pulumi.ResourceOptions
+    ) -> None:
+        listed = [{"name": n.name, "cpu": n.cpu, "memory": n.memory, "labels": n.labels} for n in nodes]
+        super().__init__(_NodePoolProvider(), name, {"cluster": cluster, "workdir": workdir, "nodes": listed}, opts)
+
+
+# --- esi's processes ------------------------------------------------------------------------------------
+
+
+def _wait_ready(cluster: LocalCluster, name: str, url: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        with (
+            contextlib.suppress(OSError, urllib.error.URLError),
+            urllib.request.urlopen(url, timeout=2) as answer,  # noqa: S310 (a loopback URL of our own)
+        ):
+            if answer.status == 200:
+                return
+        log = cluster.logs_dir / f"{name}.log"
+        if not cluster.process_running(name) or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+            raise RuntimeError(f"{name} did not become ready at {url} within {READY_TIMEOUT:.0f}s; {log}:\n{tail}")
+        time.sleep(0.2)
+
+
+class _ComponentProvider(ResourceProvider):
+    """One supervised process; ``outs`` adds what it wrote that others need (the API's token)."""
+
+    def _start(self, props: dict[str, Any]) -> dict[str, Any]:
+        cluster = _cluster(props)
+        name = str(props["name"])
+        if cluster.process_running(name):
+            cluster.stop_process(name)
+        supervised = [sys.executable, "-m", "infra.supervise", f"--name={name}", "--", *props["argv"]]
+        cluster.start_process(name, supervised)
+        _wait_ready(cluster, name, str(props["ready"]))
+        token_file = props.get("tokenFile")
+        token = Path(str(token_file)).read_text().strip() if token_file else None
+        return {**props, "token": token}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props['cluster']}/{props['name']}", outs=self._start(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = _changed(olds, news, ("argv", "ready", "tokenFile"))
+        stopped = not _cluster(olds).process_running(str(olds["name"]))
+        return DiffResult(
+            changes=bool(changed) or stopped,
+            replaces=_changed(olds, news, ("cluster", "workdir", "name")),
+            delete_before_replace=True,
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._start(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        cluster = _cluster(props)
+        if cluster.directory.exists():
+            cluster.stop_process(str(props["name"]))
+
+
+class LocalComponent(Resource):
+    token: pulumi.Output[str | None]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cluster: str,
+        workdir: str,
+        argv: list[pulumi.Input[str]],
+        ready: str,
+        token_file: str | None = None,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            "cluster": cluster,
+            "workdir": workdir,
+            "name": name,
+            "argv": argv,
+            "ready": ready,
+            "tokenFile": token_file,
+            "token": None,
+        }
+        super().__init__(_ComponentProvider(), name, props, opts)
+
+
+class _SchedulerProvider(ResourceProvider):
+    """The second kube-scheduler (``infra.second_scheduler``), configured to call the extender."""
+
+    def _scheduler(self, props: dict[str, Any]) -> SecondScheduler:
+        return SecondScheduler(_cluster(props), SecondSchedulerSettings(SCHEDULER_NAME, str(props["extenderUrl"])))
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        scheduler = self._scheduler(props)
+        if scheduler.running():
+            scheduler.stop()
+        scheduler.start()
+        return CreateResult(id_=f"{props['cluster']}/{SCHEDULER_NAME}", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        stopped = not self._scheduler(olds).running()
+        return DiffResult(
+            changes=olds.get("extenderUrl") != news.get("extenderUrl") or stopped,
+            replaces=_changed(olds, news, ("cluster", "workdir")),
+            delete_before_replace=True,
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        self.create(news)
+        return UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        if _cluster(props).directory.exists():
+            self._scheduler(props).stop()
+
+
+class SecondSchedulerProcess(Resource):
+    def __init__(self, name: str, cluster: str, workdir: str, extender_url: str, opts: pulumi.ResourceOptions) -> None:
+        props = {"cluster": cluster, "workdir": workdir, "extenderUrl": extender_url}
+        super().__init__(_SchedulerProvider(), name, props, opts)
+
+
+# --- the whole local esi --------------------------------------------------------------------------------
+
+
+class LocalEsi(pulumi.ComponentResource):
+    """The local control plane, its nodes, esi's cluster-wide objects and esi's processes."""
+
+    def __init__(self, name: str, args: LocalEsiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("esi:local:Esi", name, None, opts)
+        mine = pulumi.ResourceOptions(parent=self)
+        control_plane = ControlPlane(f"{name}-control-plane", args.cluster, args.workdir, mine)
+        self.kubeconfig: pulumi.Output[str] = control_plane.kubeconfig
+        self.provider = k8s.Provider(
+            f"{name}-cluster", kubeconfig=control_plane.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+        )
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[control_plane])
+        nodes = NodePool(
+            f"{name}-nodes",
+            args.cluster,
+            args.workdir,
+            args.nodes,
+            pulumi.ResourceOptions(parent=self, depends_on=[control_plane]),
+        )
+        definitions = k8s.yaml.v2.ConfigGroup(
+            f"{name}-definitions",
+            objs=[crd(d) for d in DEFINITIONS] + application_crds() + priority_classes(),
+            opts=on_cluster,
+        )
+        cluster_dir = LocalCluster(args.cluster, Path(args.workdir)).directory
+        kubeconfig = f"--kubeconfig={cluster_dir / 'kubeconfig.yaml'}"
+        after = pulumi.ResourceOptions(parent=self, depends_on=[definitions, nodes])
+        common = {"cluster": args.cluster, "workdir": args.workdir}
+        operators_health = f"http://127.0.0.1:{args.operators_liveness_port}/healthz"
+        operators = LocalComponent(
+            "esi-operators",
+            argv=[sys.executable, "-m", "operators", kubeconfig, f"--liveness={operators_health}"],
+            ready=operators_health,
+            opts=after,
+            **common,
+        )
+        token_file = cluster_dir / "api-token"
+        api = LocalComponent(
+            "esi-api",
+            argv=[
+                sys.executable,
+                "-m",
+                "api",
+                kubeconfig,
+                f"--port={args.api_port}",
+                f"--extender-port={args.extender_port}",
+                f"--token-file={token_file}",
+                f"--namespace={args.namespace}",
+            ],
+            ready=f"http://127.0.0.1:{args.api_port}/readyz",
+            token_file=str(token_file),
+            opts=after,
+            **common,
+        )
+        sim_health = f"http://127.0.0.1:{args.sim_liveness_port}/healthz"
+        sim = LocalComponent(
+            "esi-sim",
+            argv=[sys.executable, "-m", "sim", kubeconfig, f"--liveness={sim_health}", *args.sim_args],
+            ready=sim_health,
+            opts=after,
+            **common,
+        )
+        scheduler = SecondSchedulerProcess(
+            f"{name}-scheduler",
+            extender_url=f"http://127.0.0.1:{args.extender_port}/extender",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
+            **common,
+        )
+        self.processes = [operators, api, sim, scheduler]
+        self.api_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}")
+        self.api_token: pulumi.Output[str | None] = api.token
+        self.docs_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}/docs")
+        self.register_outputs({"kubeconfig": self.kubeconfig, "apiUrl": self.api_url, "docsUrl": self.docs_url})

@@ -1,0 +1,110 @@
+"""The local stack end to end, as ``make up`` runs it: from nothing, ``pulumi up`` of this repository's program
+brings up a control plane with KWOK nodes and esi's processes; a queue Scheduling committed to the manifests
+directory runs to completion after the next ``up``; removing its file removes it; ``pulumi destroy`` leaves
+no process and no file behind.
+
+The stack is the test's own: its own cluster name, work directory, ports, manifests directory and Pulumi
+state, all under the test's temporary directory, next to (not instead of) the session's cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from esi.client import EsiClient
+from infra import pulumi_local, toolchain
+from infra.local_cluster import LocalCluster, free_port, process_alive
+from tests.integration.kube import wait_for
+
+TESTBED = {
+    "apiVersion": "esi.tu-berlin.de/v1alpha1",
+    "kind": "Testbed",
+    "metadata": {"name": "e2e"},
+    "spec": {"nodeLabel": "esi.e2e/slots", "slotsPerNode": 2, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},
+}
+SPARK = {"type": "Scala", "sparkVersion": "3.5.0", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar"}
+SCHEDULING = {
+    "apiVersion": "esi.tu-berlin.de/v1alpha1",
+    "kind": "Scheduling",
+    "metadata": {"name": "committed"},
+    "spec": {"testbed": {"name": "e2e"}, "queueBased": [{"name": "batchjob-spark"}, {"name": "spark-crawler"}]},
+}
+
+
+def batchjob(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "esi.tu-berlin.de/v1alpha1",
+        "kind": "BatchJob",
+        "metadata": {"name": name},
+        "spec": {"sparkSpec": SPARK},
+    }
+
+
+def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_path: Path, unique: str) -> None:
+    workdir, manifests = tmp_path / "kwok", tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "testbed.yaml").write_text(yaml.safe_dump(TESTBED))
+    (manifests / "jobs.yaml").write_text(yaml.safe_dump_all([batchjob("batchjob-spark"), batchjob("spark-crawler")]))
+    name = f"e2e-{unique}"
+    config: dict[str, Any] = {
+        "esi:mode": "local",
+        "esi:cluster": name,
+        "esi:workdir": str(workdir),
+        "esi:manifests": str(manifests),
+        "esi:apiPort": str(free_port()),
+        "esi:extenderPort": str(free_port()),
+        "esi:operatorsLivenessPort": str(free_port()),
+        "esi:simLivenessPort": str(free_port()),
+        "esi:simArgs": ["--time-scale", "0.01"],
+        "esi:nodes": [
+            {"name": f"{name}-{i}", "cpu": "4", "memory": "8Gi", "labels": {"esi.e2e/slots": str(i)}} for i in range(2)
+        ],
+    }
+    config_file = tmp_path / "Pulumi.e2e.yaml"
+    config_file.write_text(json.dumps({"config": config}))
+    env = pulumi_local.environment(home=tmp_path / "pulumi-home", backend=tmp_path / "state")
+    pulumi_local.ensure_kubernetes_plugin(env, cwd=toolchain.REPO_ROOT)
+
+    def pulumi(*args: str) -> str:
+        return pulumi_local.run(
+            [*args, "--stack", name, "--config-file", str(config_file)], cwd=toolchain.REPO_ROOT, env=env, timeout=600
+        )
+
+    cluster = LocalCluster(name, workdir)
+    pulumi_local.run(["stack", "init", name], cwd=toolchain.REPO_ROOT, env=env)
+    try:
+        pulumi("up", "--yes", "--skip-preview")
+        printed = pulumi_local.run(
+            ["stack", "output", "--json", "--show-secrets", "--stack", name], cwd=toolchain.REPO_ROOT, env=env
+        )
+        outputs = json.loads(printed)
+        assert outputs["kubeconfig"] == str(cluster.kubeconfig)
+        esi = EsiClient(outputs["apiUrl"], token=outputs["apiToken"], namespace="default")
+        with esi:
+            wait_for("the committed Testbed in the API", lambda: esi.overview().testbeds, timeout=60)
+
+            (manifests / "scheduling.yaml").write_text(yaml.safe_dump(SCHEDULING))
+            assert "Scheduling:default/committed" in pulumi("preview", "--diff")
+            pulumi("up", "--yes", "--skip-preview")
+            done = esi.wait_for_scheduling("committed", timeout=180)
+            assert {j.name: j.state for j in done.job_status} == {
+                "batchjob-spark": "Completed",
+                "spark-crawler": "Completed",
+            }
+
+            (manifests / "scheduling.yaml").unlink()
+            pulumi("up", "--yes", "--skip-preview")
+            wait_for("the Scheduling to be gone", lambda: not esi.schedulings(), timeout=60)
+
+        pids = [int(p.read_text()) for p in (cluster.directory / "processes").glob("*.pid")]
+        assert len(pids) == 4, "operators, API, simulator and the second scheduler"
+    finally:
+        pulumi("destroy", "--yes", "--skip-preview")
+
+    assert not [pid for pid in pids if process_alive(pid)], "a process outlived pulumi destroy"
+    assert not cluster.directory.exists()
+    assert not workdir.exists() or not any(workdir.iterdir()), f"left behind: {list(workdir.iterdir())}"
