@@ -36,7 +36,7 @@ from esi.crds import DEFINITIONS, crd
 from esi.names import SCHEDULER_NAME
 from esi.priority import priority_classes
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
 from infra.toolchain import REPO_ROOT
 from sim.crds import application_crds
 
@@ -294,7 +294,7 @@ class _SchedulerProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         stopped = not self._scheduler(olds).running()
         return DiffResult(
-            changes=olds.get("extenderUrl") != news.get("extenderUrl") or stopped,
+            changes=bool(_changed(olds, news, ("extenderUrl", "configuration"))) or stopped,
             replaces=_changed(olds, news, ("cluster", "workdir")),
             delete_before_replace=True,
         )
@@ -310,7 +310,12 @@ class _SchedulerProvider(ResourceProvider):
 
 class SecondSchedulerProcess(Resource):
     def __init__(self, name: str, cluster: str, workdir: str, extender_url: str, opts: pulumi.ResourceOptions) -> None:
-        props = {"cluster": cluster, "workdir": workdir, "extenderUrl": extender_url}
+        # The configuration it will run with, as an input: what the policy pack checks (100% of nodes scored).
+        local = LocalCluster(cluster, Path(workdir))
+        configuration = scheduler_configuration(
+            SecondSchedulerSettings(SCHEDULER_NAME, extender_url), str(local.kubeconfig)
+        )
+        props = {"cluster": cluster, "workdir": workdir, "extenderUrl": extender_url, "configuration": configuration}
         super().__init__(_SchedulerProvider(), name, props, opts)
 
 

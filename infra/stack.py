@@ -14,13 +14,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from infra import pulumi_local, toolchain
 
 __all__ = ["main"]
 
 STATE = toolchain.REPO_ROOT / ".esi"
+POLICY_PACK = toolchain.REPO_ROOT / "policies" / "esi-policy-pack"
 
 
 def _env() -> dict[str, str]:
@@ -31,7 +31,9 @@ def _env() -> dict[str, str]:
 
 def _pulumi(args: Sequence[str], env: dict[str, str], *, policies: bool = False) -> int:
     """Run pulumi with its output on the terminal (progress of long work), return its exit status."""
-    extra = ["--policy-pack", str(toolchain.REPO_ROOT / "policies")] if policies else []
+    # The pack as an executable: the Python language host built here cannot start a pack from its directory
+    # (policies/esi-policy-pack says why).
+    extra = ["--policy-pack", str(POLICY_PACK)] if policies else []
     command = [str(toolchain.binary("pulumi")), *args, *extra, "--non-interactive"]
     return subprocess.run(command, cwd=toolchain.REPO_ROOT, env=env, check=False).returncode
 
@@ -74,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args(argv)
     env = _env()
     _select(args.stack, env)
-    policies = not args.no_policies and (Path(toolchain.REPO_ROOT / "policies" / "PulumiPolicy.yaml")).exists()
+    policies = not args.no_policies
     if args.command == "up":
         status = _pulumi(["up", "--yes", "--stack", args.stack], env, policies=policies)
         if status == 0:

@@ -18,6 +18,7 @@ import yaml
 from esi.client import EsiClient
 from infra import pulumi_local, toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
+from infra.stack import POLICY_PACK
 from tests.integration.kube import wait_for
 
 TESTBED = {
@@ -70,8 +71,13 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
     pulumi_local.ensure_kubernetes_plugin(env, cwd=toolchain.REPO_ROOT)
 
     def pulumi(*args: str) -> str:
+        # As `make up` runs it: with the policy pack (a committed Scheduling is checked before it is applied).
+        policies = ["--policy-pack", str(POLICY_PACK)] if args[0] in ("up", "preview") else []
         return pulumi_local.run(
-            [*args, "--stack", name, "--config-file", str(config_file)], cwd=toolchain.REPO_ROOT, env=env, timeout=600
+            [*args, *policies, "--stack", name, "--config-file", str(config_file)],
+            cwd=toolchain.REPO_ROOT,
+            env=env,
+            timeout=600,
         )
 
     cluster = LocalCluster(name, workdir)
