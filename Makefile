@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up preview down status tools venv test unit integration lint typecheck format crds bench
+.PHONY: help up preview down status tools venv browser test unit integration lint typecheck format crds bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,13 +40,16 @@ $(VENV_STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-test: lint typecheck tools venv ## the whole suite: lint, types, unit and integration tests
+browser: venv ## Debian's Chromium for the UI's browser test (apt-get, only if missing)
+	$(BIN)/python -m infra.browser ensure
+
+test: lint typecheck tools venv browser ## the whole suite: lint, types, unit and integration tests
 	$(BIN)/pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 unit: venv ## unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-integration: tools venv ## integration tests only (one shared local cluster)
+integration: tools venv browser ## integration tests only (one shared local cluster)
 	$(BIN)/pytest -n $(WORKERS) tests/integration $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check

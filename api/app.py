@@ -1,8 +1,8 @@
 """The two HTTP applications of ``python -m api``, served on two listeners of one process.
 
 * ``create_api_app`` — for external schedulers and people: REST under ``/external``, STOMP over WebSocket at
-  ``/scheduler``, OpenAPI at ``/docs``; a bearer token on all of it. Health (``/healthz``, ``/readyz``) and
-  ``/metrics`` are open.
+  ``/scheduler``, OpenAPI at ``/docs``, the Manual Scheduler web UI at ``/ui/``; a bearer token on all the
+  data. Health (``/healthz``, ``/readyz``), ``/metrics`` and the UI's static files are open.
 * ``create_extender_app`` — for the second kube-scheduler only: ``/extender/filter`` and
   ``/extender/preempt``. kube-scheduler cannot send a bearer token to an extender, so this listener is kept
   apart: on the loopback interface locally, reachable only from the scheduler's pod in a cluster.
@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from lightkube import AsyncClient, KubeConfig
 
-from api import extender, external, problems
+from api import extender, external, problems, ui
 from api.auth import Authenticator, Principal
 from api.cache import ResourceCache, following
 from api.index_feed import feeding
@@ -129,6 +129,7 @@ def create_api_app(
     app.include_router(stomp_router(broker, authenticate, authenticator.authorize))
     _health(app, resources.unsynced)
     metrics_route(app)
+    ui.install(app)
     measure(app, API_LATENCY, log=True)
     CACHE_COLLECTOR.cache = resources  # one API app per process in operation; tests make many
     return app

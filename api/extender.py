@@ -6,6 +6,7 @@ parse is the caller's error: HTTP 400 naming each offending field, never a 500.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -14,13 +15,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from esi.extender import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
-from esi.slot_index import SlotIndex, pod_key
+from esi.slot_index import SlotIndex, is_executor, pod_key
 
 __all__ = ["BindingRecorder", "router", "slot_index"]
 
 # Records (namespace, pod name, slot id) on the pod; set on app.state by whoever holds a Kubernetes client.
 BindingRecorder = Callable[[str, str, int], Awaitable[None]]
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/extender", tags=["extender"])
 Request_ = TypeVar("Request_", bound=BaseModel)
 
@@ -55,11 +57,17 @@ async def _record_new_binding(request: Request, index: SlotIndex, pod: Schedulin
         await recorder(*binding)
 
 
+def _name(pod: SchedulingPod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
 @router.post("/filter", summary="Allow only the node of the executor's slot")
 async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
     answer = index.filter(args)
     await _record_new_binding(request, index, args.pod)
+    if is_executor(args.pod):  # one line per decision about an executor: what placed it, or why not
+        log.info("filter %s: %s", _name(args.pod), answer.error or f"node {answer.node_names}")
     return JSONResponse(answer.model_dump(mode="json"))
 
 
@@ -68,4 +76,7 @@ async def preempt(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderPreemptionArgs)
     answer = index.preempt(args)
     await _record_new_binding(request, index, args.pod)
+    if is_executor(args.pod):
+        victims = {node: [p.uid for p in v.pods] for node, v in answer.node_name_to_meta_victims.items()}
+        log.info("preempt %s: victims %s (candidates %s)", _name(args.pod), victims, args.candidate_nodes())
     return JSONResponse(answer.model_dump(mode="json"))

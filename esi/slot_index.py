@@ -35,7 +35,7 @@ from esi.extender import (
 from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.testbed import Slot, SlotState
 
-__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
+__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "is_executor", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -208,6 +208,11 @@ def indexed_slots(slots: Iterable[Slot], ghosts: Mapping[str, GhostPod]) -> list
 def pod_key(pod: SchedulingPod) -> str:
     """How the index knows a pod: its UID (namespace/name for the rare request without one)."""
     return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def is_executor(pod: SchedulingPod) -> bool:
+    """Whether the pod is an executor of a Testbed's job (esi decides its node), not a pod passing through."""
+    return _executor(pod) is not None
 
 
 def _executor(pod: SchedulingPod) -> _Executor | None:

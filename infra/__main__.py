@@ -16,35 +16,44 @@ from __future__ import annotations
 from pathlib import Path
 
 import pulumi
+import pulumi_kubernetes as k8s
 
+from infra.cluster_stack import ClusterEsi, ClusterEsiArgs
 from infra.gitops import Manifests
+from infra.local_stack import LocalEsi, LocalEsiArgs
 from infra.toolchain import REPO_ROOT
 
 config = pulumi.Config("esi")
 mode = config.get("mode") or pulumi.get_stack()
 
-if mode == "local":
-    from infra.local_stack import LocalEsi, LocalEsiArgs
 
+def local() -> tuple[pulumi.ComponentResource, k8s.Provider]:
     esi = LocalEsi("esi", LocalEsiArgs.from_config(config))
     pulumi.export("kubeconfig", esi.kubeconfig)
     pulumi.export("apiUrl", esi.api_url)
     pulumi.export("apiToken", pulumi.Output.secret(esi.api_token))
     pulumi.export("docsUrl", esi.docs_url)
-elif mode == "cluster":
-    from infra.cluster_stack import ClusterEsi, ClusterEsiArgs
+    pulumi.export("uiUrl", esi.ui_url)
+    return esi, esi.provider
 
+
+def cluster() -> tuple[pulumi.ComponentResource, k8s.Provider]:
     esi = ClusterEsi("esi", ClusterEsiArgs.from_config(config))
     pulumi.export("namespace", esi.namespace)
     pulumi.export("apiService", esi.api_service)
-else:
+    return esi, esi.provider
+
+
+if mode not in ("local", "cluster"):
     raise ValueError(f"esi:mode must be 'local' or 'cluster', not {mode!r} (stack {pulumi.get_stack()!r})")
+esi, provider = local() if mode == "local" else cluster()
 
 manifests = Manifests(
     "manifests",
     directory=str(REPO_ROOT / Path(config.get("manifests") or "manifests")),  # relative: to the repository
-    default_namespace=config.get("namespace") or "default",
-    provider=esi.provider,
+    # where Testbeds, BatchJobs and Schedulings live when a manifest names no namespace (not esi's own)
+    default_namespace=(config.get("apiNamespace") if mode == "cluster" else config.get("namespace")) or "default",
+    provider=provider,
     opts=pulumi.ResourceOptions(depends_on=[esi]),
 )
 pulumi.export("manifests", manifests.applied)

@@ -394,4 +394,11 @@ class LocalEsi(pulumi.ComponentResource):
         self.api_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}")
         self.api_token: pulumi.Output[str | None] = api.token
         self.docs_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}/docs")
-        self.register_outputs({"kubeconfig": self.kubeconfig, "apiUrl": self.api_url, "docsUrl": self.docs_url})
+        self.ui_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}/ui/")
+        outputs = {
+            "kubeconfig": self.kubeconfig,
+            "apiUrl": self.api_url,
+            "docsUrl": self.docs_url,
+            "uiUrl": self.ui_url,
+        }
+        self.register_outputs(outputs)

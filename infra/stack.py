@@ -58,6 +58,7 @@ def _print_outputs(stack: str, env: dict[str, str]) -> None:
     print(
         f"""
 esi is up (stack {stack}).
+  UI         {values.get("uiUrl")}   (sign in with the token)
   API        {values["apiUrl"]}   (docs: {values.get("docsUrl")})
   token      {values.get("apiToken")}
   kubeconfig {values.get("kubeconfig")}

@@ -110,6 +110,8 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
         assert len(pids) == 4, "operators, API, simulator and the second scheduler"
     finally:
         pulumi("destroy", "--yes", "--skip-preview")
+        # `stack init` keeps the stack's secrets salt in Pulumi.<stack>.yaml beside Pulumi.yaml: not the repo's
+        (toolchain.REPO_ROOT / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
 
     assert not [pid for pid in pids if process_alive(pid)], "a process outlived pulumi destroy"
     assert not cluster.directory.exists()

@@ -1,0 +1,254 @@
+"""The Manual Scheduler (``/ui/``) in headless Chromium, against the whole local stack.
+
+A researcher signs in, sees the Testbed's slots laid out per node, builds a slot Scheduling in the builder,
+watches it run — the page follows it over STOMP, without a reload — sees a refused Scheduling's reasons,
+and deletes the Scheduling. The page's activity log is the record of what the page was told and drew;
+the test reads it rather than racing the simulated run for a glimpse of the slot states.
+
+The page is served by the session's ``python -m api``, with the session's reconcilers, extender, second
+scheduler and simulated Spark operator behind it. Chromium is Debian's (``python -m infra.browser ensure``),
+driven by Playwright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_playwright
+
+from infra import browser
+from infra.local_cluster import LocalCluster
+from tests.integration.conftest import AddNodes, EsiApi
+from tests.integration.kube import wait_for
+from tests.integration.test_jobs_end_to_end import get, new_testbed_on_nodes, spark_job
+
+# The simulator runs a job the co-location table knows for its measured time times the session's time scale:
+# batchjob-sample3 for 4.4 s, long enough for its executors to be seen in their slots.
+JOB = "batchjob-sample3"
+OTHER_JOB = "spark-crawler"
+SLOW = 120_000  # ms: whole runs on a loaded 2-core machine
+QUICK = 30_000  # ms: the page reacting to what is already there
+# Chromium logs every refused request to the console; the test provokes one (the invalid Scheduling).
+PROVOKED = re.compile(r"^Failed to load resource: the server responded with a status of 422\b")
+
+
+@dataclass
+class Browser:
+    """A page of a fresh Chromium profile, and what the page's console said."""
+
+    page: Page
+    console_errors: list[str] = field(default_factory=list)
+
+    def note(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.console_errors.append(message.text)
+
+
+@pytest.fixture
+def ui_url(esi_endpoint: EsiApi) -> str:
+    """The session's API, which serves the UI."""
+    wait_for("the API's caches", lambda: httpx.get(f"{esi_endpoint.url}/readyz").status_code == 200 or None)
+    return esi_endpoint.url
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[Browser]:
+    if not browser.CHROMIUM.exists():
+        pytest.fail(f"{browser.CHROMIUM} is missing: run `python -m infra.browser ensure` (make test does)")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            tmp_path / "chromium-profile",
+            executable_path=browser.CHROMIUM,
+            headless=True,
+            args=list(browser.LAUNCH_ARGS),
+            viewport={"width": 1440, "height": 1100},
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            session = Browser(page)
+            page.on("console", session.note)
+            page.on("pageerror", lambda error: session.console_errors.append(f"uncaught: {error}"))
+            yield session
+        finally:
+            context.close()
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(page: Page, directory: Path) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        path = directory / "failure.png"
+        with contextlib.suppress(Exception):  # the report is about the first failure, not the screenshot
+            page.screenshot(path=path, full_page=True)
+            print(f"screenshot of the page at the failure: {path}")
+        raise
+
+
+def slot_changes(page: Page) -> list[dict[str, Any]]:
+    """The slot state changes the page has drawn, oldest first (from its activity log)."""
+    entries: list[dict[str, Any]] = page.locator("[data-testid=activity-entry][data-kind=slot]").evaluate_all(
+        "entries => entries.map(e => ({...e.dataset})).reverse()"
+    )
+    return entries
+
+
+def columns(cells: Locator) -> list[list[str]]:
+    """Which slot ids are drawn in which column, each top to bottom, columns left to right: the layout as a
+    person sees it, judged by where the cells are drawn rather than by the DOM's nesting."""
+    drawn = cells.evaluate_all(
+        """cells => cells.map(c => { const r = c.getBoundingClientRect();
+                                     return {id: c.dataset.slot ?? c.textContent, x: r.left, y: r.top}; })"""
+    )
+    by_x: dict[int, list[tuple[float, str]]] = {}
+    for c in drawn:
+        by_x.setdefault(round(c["x"]), []).append((c["y"], str(c["id"])))
+    return [[slot for _, slot in sorted(by_x[x])] for x in sorted(by_x)]
+
+
+def sign_in(page: Page, url: str, token: str) -> None:
+    page.goto(url)
+    page.get_by_test_id("login-token").fill(token)
+    page.get_by_test_id("login-submit").click()
+    expect(page.get_by_test_id("connection-status")).to_have_attribute("data-state", "connected", timeout=QUICK)
+
+
+def preview(page: Page) -> Any:
+    """The request body the builder would send."""
+    return json.loads(page.get_by_test_id("builder-preview").text_content() or "")
+
+
+def add_jobs(page: Page, *jobs: str) -> None:
+    for job in jobs:
+        page.get_by_test_id("builder-job").select_option(job)
+        page.get_by_test_id("builder-add-job").click()
+
+
+def build_slot_scheduling(page: Page) -> None:
+    """Queue mode first (jobs added, reordered, removed), then slots 0 and 1 for JOB, strictly."""
+    expect(page.get_by_test_id("builder-job").locator(f"option[value={OTHER_JOB}]")).to_have_count(1)
+    page.get_by_test_id("builder-name").fill("pinned")
+    page.get_by_test_id("builder-testbed").select_option("tb")
+    add_jobs(page, JOB, OTHER_JOB, JOB)
+    page.get_by_test_id("builder-up-1").click()
+    page.get_by_test_id("builder-remove-2").click()
+    assert preview(page) == {"name": "pinned", "testBed": "tb", "queue": [OTHER_JOB, JOB]}
+    page.get_by_test_id("builder-remove-0").click()
+
+    page.get_by_test_id("builder-mode-slots").check()
+    # The grid is laid out as the Testbed is: a column per node, so 0 and 1 are one slot on each node.
+    assert columns(page.get_by_test_id("builder-grid-0").locator("button")) == [["0", "2"], ["1", "3"]]
+    page.get_by_test_id("builder-slot-0-0").click()
+    page.get_by_test_id("builder-slot-0-1").click()
+    expect(page.get_by_test_id("builder-slot-0-1")).to_have_attribute("aria-pressed", "true")
+    page.get_by_test_id("builder-strict").check()
+    assert preview(page) == {
+        "name": "pinned",
+        "testBed": "tb",
+        "slots": {"mode": "STRICT", "jobs": [{"name": JOB, "slots": [0, 1]}]},
+    }
+
+
+def check_slots_were_used_as_built(page: Page) -> None:
+    """From the activity log: slots 0 and 1 went into use by JOB (an executor pod in each) and were freed;
+    slots 2 and 3 never changed."""
+    changes = slot_changes(page)
+    for slot in ("0", "1"):
+        seen = [c for c in changes if c["slot"] == slot]
+        assert {"RESERVED", "OCCUPIED"} & {c["to"] for c in seen}, f"slot {slot} never drawn in use: {changes}"
+        assert all(c["job"] == JOB for c in seen if c["to"] != "FREE"), changes
+        assert any(c["to"] == "OCCUPIED" and c.get("pod") for c in seen), f"no executor in slot {slot}: {changes}"
+        assert seen[-1]["to"] == "FREE", changes
+    assert not [c for c in changes if c["slot"] in ("2", "3")], f"slots not chosen were used: {changes}"
+
+
+def check_run_history(page: Page) -> None:
+    """The run in the job's history: for this Scheduling, on the chosen slots, successful."""
+    page.get_by_test_id(f"job-toggle-{JOB}").click()
+    run = page.get_by_test_id(f"job-history-{JOB}").get_by_test_id("run")
+    expect(run).to_have_count(1, timeout=QUICK)
+    expect(run).to_contain_text("succeeded", timeout=QUICK)
+    expect(run).to_contain_text("pinned")
+    expect(run.locator("td").nth(6)).to_have_text("0, 1")
+
+
+def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
+    ui_url: str,
+    esi_endpoint: EsiApi,
+    esi_stack: LocalCluster,
+    chromium: Browser,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    tmp_path: Path,
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    spark_job(esi_stack, namespace, JOB)
+    spark_job(esi_stack, namespace, OTHER_JOB)
+    page = chromium.page
+    with screenshot_on_failure(page, tmp_path):
+        sign_in(page, f"{ui_url}/ui/?namespace={namespace}", esi_endpoint.token)
+        loaded_at = page.evaluate("performance.timeOrigin")
+
+        # The Testbed: two node columns of two free slots, the ids interleaved across the nodes.
+        testbed = page.get_by_test_id("testbed-tb")
+        free = testbed.locator("[data-testid^='slot-tb-'][data-state=FREE]")
+        expect(free).to_have_count(4, timeout=QUICK)
+        expect(testbed.locator("[data-testid^='node-tb-']")).to_have_count(2)
+        expect(page.get_by_test_id("testbed-state-tb")).to_have_text("SUCCESS")
+        assert columns(testbed.locator("[data-testid^='slot-tb-']")) == [["0", "2"], ["1", "3"]]
+
+        build_slot_scheduling(page)
+        page.screenshot(path=tmp_path / "built.png", full_page=True)
+        page.get_by_test_id("builder-submit").click()
+        success = page.locator("[data-testid=flash-message][data-kind=success]")
+        expect(success).to_contain_text("Scheduling pinned created")
+        assert get(esi_stack, namespace, "scheduling", "pinned")["spec"]["slotBased"]["jobs"] == [
+            {"name": {"name": JOB}, "slotIds": [0, 1]}
+        ]
+
+        # It runs, and the page, told over STOMP, draws the slots filling and emptying.
+        occupied = page.locator("[data-testid=activity-entry][data-kind=slot][data-to=OCCUPIED]")
+        expect(occupied).not_to_have_count(0, timeout=SLOW)
+        page.screenshot(path=tmp_path / "running.png", full_page=True)
+        expect(page.get_by_test_id("scheduling-state-pinned")).to_have_text("CompletedState", timeout=SLOW)
+        progress = page.get_by_test_id("scheduling-progress-pinned").get_by_test_id("job-status")
+        expect(progress).to_have_attribute("data-state", "Completed")
+        expect(free).to_have_count(4, timeout=SLOW)
+        check_slots_were_used_as_built(page)
+        check_run_history(page)
+
+        # Edit: the Scheduling goes back into the builder as it was submitted (a new submit replaces it).
+        page.get_by_test_id("scheduling-edit-pinned").click()
+        expect(page.get_by_test_id("builder-name")).to_have_value("pinned")
+        expect(page.get_by_test_id("builder-slot-0-0")).to_have_attribute("aria-pressed", "true")
+        assert preview(page)["slots"] == {"mode": "STRICT", "jobs": [{"name": JOB, "slots": [0, 1]}]}
+
+        # Refused: slot mode with a job but no slots; the API's reasons are shown, field by field.
+        page.get_by_test_id("builder-reset").click()
+        page.get_by_test_id("builder-name").fill("no-slots")
+        add_jobs(page, JOB)
+        page.get_by_test_id("builder-submit").click()
+        refusal = page.locator("[data-testid=flash-message][data-kind=error]")
+        expect(refusal).to_contain_text("Scheduling no-slots was not accepted")
+        expect(refusal.get_by_test_id("flash-problem")).to_have_attribute("data-field", "slots.jobs.0.slots")
+        assert get(esi_stack, namespace, "scheduling", "no-slots") == {}
+        page.screenshot(path=tmp_path / "refused.png", full_page=True)
+
+        # Delete, confirmed in the browser's dialog: the Scheduling leaves the page once it is gone.
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_test_id("scheduling-delete-pinned").click()
+        expect(page.get_by_test_id("scheduling-pinned")).to_have_count(0, timeout=SLOW)
+        assert get(esi_stack, namespace, "scheduling", "pinned") == {}
+
+        assert page.evaluate("performance.timeOrigin") == loaded_at, "the page was reloaded"
+        assert [m for m in chromium.console_errors if PROVOKED.match(m)] != [], chromium.console_errors
+        assert [m for m in chromium.console_errors if not PROVOKED.match(m)] == []
