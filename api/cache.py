@@ -43,6 +43,7 @@ Model = TypeVar("Model", Testbed, BatchJob, Scheduling)
 Key = tuple[str, str]  # (namespace, name)
 
 LIST_CHUNK: Final = 500
+MEMO_LIMIT: Final = 1024
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,8 @@ class ResourceCache:
         """``render()``'s answer, computed once per state of the cache."""
         answer = self._memo.get(key)
         if answer is None:
+            if len(self._memo) >= MEMO_LIMIT:  # many namespaces asked about between two changes: start over
+                self._memo.clear()
             answer = self._memo[key] = render()
         return answer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from api.cache import Change, ResourceCache
+from api.cache import MEMO_LIMIT, Change, ResourceCache
 from api.notifications import notifier
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -128,3 +128,11 @@ def test_a_memoised_answer_lasts_until_the_next_change() -> None:
     cache.jobs.observed(meta(batchjob_manifest(), "j", 1))
     assert cache.memo("jobs", render) == b"1"
     assert renders == [0, 1]
+
+
+def test_the_memo_stays_bounded_however_many_keys_are_asked_for() -> None:
+    cache = ResourceCache()
+    for key in range(MEMO_LIMIT + 10):
+        cache.memo(key, lambda: b"x")
+
+    assert len(cache._memo) <= MEMO_LIMIT
