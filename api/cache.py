@@ -91,7 +91,9 @@ class Store(Generic[Model]):
         return list(self._objects.values())
 
     def observed(self, raw: Mapping[str, Any]) -> Model | None:
-        """An object as the API server sent it (watch event, or the answer to a write); returns it validated."""
+        """An object as the API server sent it (watch event, or the answer to a write); returns the cache's
+        object for it — this one validated, or the newer version the cache already holds — or None if it
+        does not validate."""
         resource = self._validated(raw)
         if resource is None:
             return None
@@ -100,7 +102,7 @@ class Store(Generic[Model]):
         if known is not None:
             old, new = _version(known), _version(resource)
             if old is not None and new is not None and new <= old:
-                return known if new == old else None
+                return known  # the cache already holds this version or a newer one
         self._objects[key] = resource
         self._tell(Change(self.kind, "ADDED" if known is None else "MODIFIED", resource))
         return resource

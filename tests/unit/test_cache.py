@@ -43,7 +43,7 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     cache = ResourceCache()
     cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))  # e.g. the answer to a write
 
-    assert cache.jobs.observed(meta(batchjob_manifest(), "j", 5, state="Ready")) is None  # the watch lagging
+    lagging = cache.jobs.observed(meta(batchjob_manifest(), "j", 5, state="Ready"))  # the watch lagging
     same = cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))
 
     job = cache.jobs.get("ns", "j")
@@ -51,6 +51,7 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     assert job.status is not None
     assert job.status.state.value == "Running"
     assert same is job
+    assert lagging is job, "an older version answers with the newer one the cache holds"
 
 
 def test_a_list_is_the_whole_truth_and_marks_the_kind_synced() -> None:
