@@ -61,8 +61,15 @@ def esi_priority_classes(cluster: LocalCluster) -> LocalCluster:
 
 
 @pytest.fixture(scope="session")
-def esi_operators(esi_crds: LocalCluster, esi_priority_classes: LocalCluster) -> LocalCluster:
+def esi_operators(
+    esi_crds: LocalCluster,
+    esi_priority_classes: LocalCluster,
+    sim_crds: LocalCluster,  # noqa: F811 (the fixture imported above)
+) -> LocalCluster:
     """esi's reconcilers (``python -m operators``) running against the session's cluster.
+
+    The SparkApplication and FlinkDeployment CRDs come first: kopf looks for the kinds it handles when it
+    starts, and reconcilers started before them never watched applications (Schedulings then hung).
 
     They watch the whole cluster, so all pytest workers share one process: the first starts it.
     """
