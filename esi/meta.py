@@ -168,7 +168,10 @@ def set_condition(
     if now.tzinfo is None:
         raise ValueError("condition times must be timezone-aware")
     current = find_condition(conditions, type_)
-    transition = current.last_transition_time if current is not None and current.status == status else now
+    # Whole seconds, as Kubernetes writes condition times (metav1.Time), whatever the clock's resolution.
+    transition = (
+        current.last_transition_time if current is not None and current.status == status else now.replace(microsecond=0)
+    )
     updated = Condition(
         type=type_,
         status=status,
@@ -213,5 +216,10 @@ def deep_merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str
 
 
 def utc_now() -> datetime:
-    """The clock reconcilers inject by default; tests pass their own time instead."""
-    return datetime.now(UTC).replace(microsecond=0)
+    """The clock reconcilers inject by default, to the millisecond; tests pass their own time instead.
+
+    Milliseconds, not whole seconds: a run's start and end are what a scheduler measures jobs by, and runs
+    of a few seconds (or a simulation's scaled ones) would otherwise be off by up to a second each.
+    """
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)

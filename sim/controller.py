@@ -7,7 +7,8 @@ watches and starts no other handler until all of them hold the first complete li
 simulator never mistakes "not listed yet" for "deleted".
 
 One worker takes applications off the queue and decides (``lifecycle.decide``) on what the caches show;
-an application is queued again when it or one of its pods changes, when its run is due to end, after a
+an application is queued again when it or one of its pods changes, when an executor of another one
+comes to a node it runs on (its run may slow down), when its run is due to end, after a
 refused write (a second later), and every ``RESYNC_SECONDS``. Writes to an application are merge patches
 that carry the resourceVersion the decision was made on, so the API server refuses (409) a decision taken
 on a view that has moved on; pods are created under names fixed by the application, so creating one twice
@@ -170,6 +171,7 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: An
         indexes["sim_pods"],
         indexes["sim_node_executors"],
     )
+    memo.caches = caches
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
     memo.queue = WorkQueue()
     memo.listed = asyncio.Event()
@@ -202,9 +204,15 @@ async def _flink_deployment_changed(*, uid: str | None, memo: kopf.Memo, **_: An
 
 
 @kopf.on.event("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
-async def _pod_changed(*, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def _pod_changed(*, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     memo.listed.set()
     memo.queue.add(labels[APP_UID_LABEL])
+    # The applications already running on an executor's node: a newcomer slows their runs down.
+    view = pod_view(body)
+    held = node_executor(view) if view is not None else None
+    if held is not None:
+        for neighbour in memo.caches.node_executors.get(held[0], ()):
+            memo.queue.add(neighbour.app_uid)
 
 
 async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> None:

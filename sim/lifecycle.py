@@ -23,7 +23,11 @@ reports it.
 
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its
 job next to the jobs of other applications' executors on the same nodes at that moment; that plan is
-written as annotations before anything else, so it is decided once. A run fails instead of completing
+written as annotations before anything else, so it survives restarts. A job whose executors arrive on
+those nodes later slows the rest of the run down: what is left of its work then takes the model's time
+next to every neighbour so far (``SimSettings.replan``). One that leaves does not speed it up again — the
+co-location table holds runtimes of runs with that neighbour, the way a profiler measures them, whichever
+of the two started first. A run fails instead of completing
 when the application's attempt (label ``esi.tu-berlin.de/attempt``, default 1) is at most the
 ``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts`` (flinkConfiguration) setting, or
 by chance (``failure_rate``, drawn once per application from ``seed`` and its uid). A pod of a running
@@ -36,8 +40,8 @@ import copy
 import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from esi.names import ATTEMPT_LABEL
@@ -184,6 +188,16 @@ class SimSettings:
         others = tuple(sorted(set(colocated)))
         return RunPlan(now, now + self.model.duration(job, others), others, self._failure(app))
 
+    def replan(self, run: RunPlan, job: str, colocated: Iterable[str], now: datetime) -> RunPlan:
+        """``run`` once ``colocated`` are its neighbours from ``now`` on: the share of its work still left
+        takes that share of the model's duration next to them (the same plan if they are its neighbours)."""
+        others = tuple(sorted(set(colocated)))
+        if others == run.colocated or now >= run.ends_at:
+            return run
+        before = self.model.duration(job, run.colocated)
+        left = min(max((run.ends_at - now) / before, 0.0), 1.0) if before > timedelta(0) else 0.0
+        return replace(run, ends_at=now + self.model.duration(job, others) * left, colocated=others)
+
     def _failure(self, app: Mapping[str, Any]) -> str | None:
         ref = AppRef.of(app)
         attempt = _attempt(app)
@@ -275,18 +289,32 @@ class _Step:
 
     def start_run(self, settings: SimSettings, executors: Sequence[PodView]) -> RunPlan:
         """Plan the run that starts now: its job next to the other jobs on its executors' nodes."""
+        plan = settings.plan(self.app, self._job(executors), self._neighbours(executors), self.now)
+        self.annotations = plan.annotations()
+        self.run = plan
+        return plan
+
+    def slow_down_for_arrivals(self, settings: SimSettings, executors: Sequence[PodView]) -> None:
+        """The run in progress, replanned if jobs arrived on its executors' nodes since it was planned."""
+        if self.run is None or self.now >= self.run.ends_at:
+            return
+        arrived = self._neighbours(executors) - set(self.run.colocated)
+        if arrived:
+            self.run = settings.replan(self.run, self._job(executors), {*self.run.colocated, *arrived}, self.now)
+            self.annotations = self.run.annotations()
+
+    def _job(self, executors: Sequence[PodView]) -> str:
+        return executors[0].job if executors else self.ref.name
+
+    def _neighbours(self, executors: Sequence[PodView]) -> set[str]:
+        """The jobs of other applications' executors on the nodes of ``executors``."""
         nodes = {pod.node for pod in executors if pod.node is not None}
-        neighbours = {
+        return {
             executor.job
             for node in nodes
             for executor in self.obs.node_executors.get(node, ())
             if executor.app_uid != self.ref.uid
         }
-        job = executors[0].job if executors else self.ref.name
-        plan = settings.plan(self.app, job, neighbours, self.now)
-        self.annotations = plan.annotations()
-        self.run = plan
-        return plan
 
     def decision(self) -> Decision:
         actions = list(self.pod_actions)
@@ -386,6 +414,8 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
     }
     if step.run is None and _all_running(executors, expected):
         step.start_run(settings, [pod for pod in executors if pod.name in expected])
+    else:
+        step.slow_down_for_arrivals(settings, [pod for pod in executors if pod.name in expected])
 
 
 def _spark_submit(step: _Step, driver: PodView | None) -> None:
@@ -490,6 +520,8 @@ def _flink_run(step: _Step, settings: SimSettings, jobmanager: PodView | None, *
                 step.create(flink_taskmanager_pod(step.app, number, jobmanager))
         if _all_running(taskmanagers, expected):
             step.start_run(settings, [pod for pod in taskmanagers if pod.name in expected])
+    else:
+        step.slow_down_for_arrivals(settings, [pod for pod in taskmanagers if pod.name in expected])
     if step.run is not None and step.status.get("jobStatus", {}).get("state") != "RUNNING":
         step.status["lifecycleState"] = "STABLE"
         step.status["jobStatus"] = {

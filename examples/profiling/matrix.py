@@ -202,8 +202,7 @@ def measure(job: ExternalBatchJob, scheduling: str, partner: ExternalBatchJob | 
     succeeded). A failed run is no sample. Nor is one the partner did not share: the partner must have been
     on the node when the run started (esi's ``colocatedJobs``), or its own run in the same Scheduling, on
     a node of this one, must have overlapped it — a partner that started a little later still interferes,
-    one that had ended before this run began does not. Timestamps have whole seconds, so an overlap within
-    the same second is not trusted.
+    one that had ended before this run began does not.
     """
     runs = [run for run in job.scheduled_events if run.scheduling.name == scheduling]
     if not runs:

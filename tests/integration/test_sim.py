@@ -5,6 +5,7 @@ application removes its pods through the garbage collector."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ from lightkube.resources.core_v1 import Pod
 
 from esi.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
+from sim.lifecycle import RunPlan
 from sim.names import ENDS_AT_ANNOTATION
+from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, wait_for
 from tests.integration.sim_fixtures import (  # noqa: F401 (fixtures)
     FlinkDeployment,
@@ -192,3 +195,36 @@ def test_deleting_a_running_application_removes_its_pods(
     client.delete(SparkApplication, "long", namespace=namespace)
 
     wait_for("the driver and the executors to go", lambda: not pods(client, namespace), timeout=30)
+
+
+def test_a_job_arriving_next_to_a_running_one_slows_the_rest_of_its_run_down(
+    esi_sim: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+) -> None:
+    add_nodes(1, cpu="8", memory="16Gi")
+    own_node = {"esi.test/pool": unique}
+
+    def on_own_node(manifest: dict[str, Any]) -> dict[str, Any]:
+        manifest["spec"]["nodeSelector"] = own_node
+        return manifest
+
+    def plan(name: str) -> RunPlan | None:
+        return RunPlan.of(application(client, SparkApplication, namespace, name)["metadata"].get("annotations") or {})
+
+    # The thesis' table: batchjob-sample3 runs 444 s at best (its mildest neighbour), 493 s next to
+    # spark-crawler; x TIME_SCALE 0.01.
+    create_in(esi_sim, namespace, on_own_node(spark_manifest("first", job="batchjob-sample3")))
+    alone = wait_for("the first run to start", lambda: plan("first"), timeout=30)
+    assert alone.colocated == ()
+    assert alone.ends_at - alone.started_at == timedelta(seconds=4.44)
+
+    create_in(esi_sim, namespace, on_own_node(spark_manifest("second", job="spark-crawler")))
+    slowed = wait_for("the first run to be replanned", lambda: p if (p := plan("first")) and p.colocated else None)
+
+    assert slowed.colocated == ("spark-crawler",)
+    assert slowed.started_at == alone.started_at
+    assert alone.ends_at < slowed.ends_at < alone.started_at + timedelta(seconds=4.93)
+    wait_for("COMPLETED", lambda: spark_state(client, namespace, "first") == "COMPLETED", timeout=30)

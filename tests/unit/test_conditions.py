@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from esi.meta import Condition, ConditionStatus, find_condition, set_condition
+from esi.meta import Condition, ConditionStatus, find_condition, set_condition, utc_now
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -81,3 +81,13 @@ def test_reasons_are_camel_case_words(reason: str) -> None:
 def test_naive_times_are_refused() -> None:
     with pytest.raises(ValueError, match="timezone"):
         set_condition([], "X", ConditionStatus.TRUE, "Yes", "", now=datetime(2026, 1, 1))
+
+
+def test_transition_times_are_whole_seconds_though_the_clock_has_milliseconds() -> None:
+    now = utc_now()
+    later = T0 + timedelta(seconds=1, milliseconds=250)
+
+    conditions, _ = set_condition([], "Held", ConditionStatus.TRUE, "HeldByScheduling", "by s", now=later)
+
+    assert now.microsecond % 1000 == 0
+    assert conditions[0].last_transition_time == T0 + timedelta(seconds=1)

@@ -189,12 +189,36 @@ def test_a_recorded_plan_is_kept_by_a_restarted_simulator_with_other_settings() 
     plan = RunPlan.of(world.annotations)
 
     world.settings = SimSettings(InterferenceModel(default_runtime=999), failure_rate=1.0)
-    world.others = {"n0": [NodeExecutor("late", "late-job")]}
     again = world.decide()
 
     assert again.actions == ()
     assert plan is not None
     assert again.wake_at == plan.ends_at
+
+
+def test_a_job_arriving_mid_run_slows_the_rest_of_it_down_and_leaving_does_not_speed_it_up() -> None:
+    world = World(spark_job())
+    world.settle()
+    assert world.annotations[ENDS_AT_ANNOTATION] == (NOW + timedelta(seconds=5)).isoformat()  # 50 s alone
+
+    world.pass_time(NOW + timedelta(seconds=2.5))
+    world.others = {"n9": [NodeExecutor("far", "batchjob-flink")]}
+    assert world.step().actions == ()  # not on its nodes
+    world.others = {"n1": [NodeExecutor("late", "batchjob-flink")]}
+    slowed = world.step()
+
+    # Half of the work was left; next to flink all of it takes 70 s x 0.1, so half takes 3.5 s.
+    ends_at = NOW + timedelta(seconds=6)
+    assert kinds(slowed) == ["Annotate"]
+    assert world.annotations[ENDS_AT_ANNOTATION] == ends_at.isoformat()
+    assert world.annotations[COLOCATED_ANNOTATION] == "batchjob-flink"
+    assert slowed.wake_at == ends_at
+    assert world.step().actions == ()
+    world.others = {}
+    world.pass_time(NOW + timedelta(seconds=4))
+    assert world.step().actions == ()
+    world.pass_time(ends_at)
+    assert world.step().actions  # it ends
 
 
 def test_the_same_view_gives_the_same_decision() -> None:
@@ -398,3 +422,17 @@ def test_a_lost_taskmanager_fails_the_job() -> None:
     message = json.loads(world.status["error"])["message"]
     assert message == "TaskManager lost: wordcount-flink-taskmanager-1-1 failed"
     assert world.pods == {}
+
+
+def test_a_job_arriving_next_to_a_running_flink_job_slows_it_down() -> None:
+    world = World(flink_job())
+    world.settle()
+    world.pass_time(NOW + timedelta(seconds=3))  # half of its 6 s alone
+
+    world.others = {"n0": [NodeExecutor("late", "batchjob-spark")]}
+    world.step()
+
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert plan.colocated == ("batchjob-spark",)
+    assert plan.ends_at == NOW + timedelta(seconds=3 + 3 * SETTINGS.model.unknown_pair_factor)
