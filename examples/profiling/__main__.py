@@ -95,6 +95,7 @@ async def _main(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the rounds
     try:
         asyncio.run(_main(args))
     except KeyboardInterrupt:

@@ -180,22 +180,21 @@ def check_run_history(page: Page) -> None:
     expect(run.locator("td").nth(6)).to_have_text("0, 1")
 
 
-def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
-    ui_url: str,
-    esi_endpoint: EsiApi,
-    esi_stack: LocalCluster,
-    chromium: Browser,
-    namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def page_url(ui_url: str, esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes) -> str:
+    """The UI of a namespace holding Testbed ``tb`` (2 nodes x 2 slots, Ready) and the jobs JOB and OTHER_JOB."""
     new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
     spark_job(esi_stack, namespace, JOB)
     spark_job(esi_stack, namespace, OTHER_JOB)
+    return f"{ui_url}/ui/?namespace={namespace}"
+
+
+def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
+    page_url: str, esi_endpoint: EsiApi, esi_stack: LocalCluster, chromium: Browser, namespace: str, tmp_path: Path
+) -> None:
     page = chromium.page
     with screenshot_on_failure(page, tmp_path):
-        sign_in(page, f"{ui_url}/ui/?namespace={namespace}", esi_endpoint.token)
+        sign_in(page, page_url, esi_endpoint.token)
         loaded_at = page.evaluate("performance.timeOrigin")
 
         # The Testbed: two node columns of two free slots, the ids interleaved across the nodes.
@@ -252,3 +251,38 @@ def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
         assert page.evaluate("performance.timeOrigin") == loaded_at, "the page was reloaded"
         assert [m for m in chromium.console_errors if PROVOKED.match(m)] != [], chromium.console_errors
         assert [m for m in chromium.console_errors if not PROVOKED.match(m)] == []
+
+
+def test_a_queue_built_in_the_ui_runs_its_jobs_in_order(
+    page_url: str, esi_endpoint: EsiApi, esi_stack: LocalCluster, chromium: Browser, namespace: str, tmp_path: Path
+) -> None:
+    page = chromium.page
+    with screenshot_on_failure(page, tmp_path):
+        sign_in(page, page_url, esi_endpoint.token)
+        expect(page.get_by_test_id("builder-job").locator(f"option[value={OTHER_JOB}]")).to_have_count(1)
+        page.get_by_test_id("builder-name").fill("queued")
+        page.get_by_test_id("builder-testbed").select_option("tb")
+        add_jobs(page, JOB, OTHER_JOB)
+        assert preview(page) == {"name": "queued", "testBed": "tb", "queue": [JOB, OTHER_JOB]}
+        page.get_by_test_id("builder-submit").click()
+
+        expect(page.locator("[data-testid=flash-message][data-kind=success]")).to_contain_text(
+            "Scheduling queued created"
+        )
+        assert get(esi_stack, namespace, "scheduling", "queued")["spec"]["queueBased"] == [
+            {"name": JOB},
+            {"name": OTHER_JOB},
+        ]
+        expect(page.get_by_test_id("scheduling-state-queued")).to_have_text("CompletedState", timeout=SLOW)
+        progress = page.get_by_test_id("scheduling-progress-queued").get_by_test_id("job-status")
+        expect(progress).to_have_count(2)
+        for status in progress.all():
+            expect(status).to_have_attribute("data-state", "Completed")
+        # The queue took the free slots in id order: one each (a job listed once runs one executor).
+        for job, slots in ((JOB, "0"), (OTHER_JOB, "1")):
+            page.get_by_test_id(f"job-toggle-{job}").click()
+            run = page.get_by_test_id(f"job-history-{job}").get_by_test_id("run")
+            expect(run).to_contain_text("queued", timeout=QUICK)
+            expect(run).to_contain_text("succeeded", timeout=QUICK)
+            expect(run.locator("td").nth(6)).to_have_text(slots)
+        assert chromium.console_errors == []
