@@ -65,7 +65,7 @@ class LocalEsiArgs:
     extender_port: int = 8083
     operators_liveness_port: int = 8091
     sim_liveness_port: int = 8092
-    sim_args: tuple[str, ...] = ("--time-scale", "0.05")
+    sim_args: tuple[str, ...] = ("--time-scale", "0.05", "--runtime-jitter", "0.1")
 
     @classmethod
     def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:

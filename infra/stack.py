@@ -64,6 +64,7 @@ esi is up (stack {stack}).
   kubeconfig {values.get("kubeconfig")}
 
   export ESI_URL={values["apiUrl"]} ESI_TOKEN={values.get("apiToken")} KUBECONFIG={values.get("kubeconfig")}
+  export PATH={toolchain.binary("kubectl").parent}:$PATH   # kubectl, as built for this stack
   .venv/bin/esi overview          # or: kubectl get testbeds,batchjobs,schedulings
   commit a Scheduling under manifests/ and run `make up` again, or submit one: .venv/bin/esi submit FILE"""
     )

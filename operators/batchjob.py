@@ -45,7 +45,7 @@ from esi.scheduling import JobState
 from esi.testbed import TestbedSpec, TestbedStatus
 from esi.testbed_states import FINISHED_PHASES
 from kube import BatchJobResource
-from operators.common import Wakeups, first, hold_of, ignore, post_events, write_status
+from operators.common import DAEMON_EXIT_SECONDS, Wakeups, first, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -176,7 +176,7 @@ class _Caches:
     executors_on_nodes: Mapping[str, Iterable[Key]]
 
 
-@kopf.daemon(GROUP, VERSION, "batchjobs", cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, "batchjobs", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
 async def run_batchjob(
     *,
     name: str,

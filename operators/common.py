@@ -21,6 +21,7 @@ from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.meta import GROUP
 
 __all__ = [
+    "DAEMON_EXIT_SECONDS",
     "DEBOUNCE_SECONDS",
     "FINALIZER",
     "RESYNC_SECONDS",
@@ -35,6 +36,8 @@ __all__ = [
 
 RESYNC_SECONDS = 30.0
 DEBOUNCE_SECONDS = 0.1
+# How long kopf lets a daemon end by itself (it does at once: ``Wakeups.run``) before cancelling it.
+DAEMON_EXIT_SECONDS = 2.0
 FINALIZER = f"{GROUP}/release"  # a Scheduling's: its holds are let go before it is gone
 FIELD_MANAGER = "esi-operators"
 
@@ -100,6 +103,12 @@ class Wakeups:
         """Decide until the object goes: at once, then on every wake-up, resync, or when ``decide`` asks
         to look again (it returns seconds; None: only on a change)."""
         wake = self._events.setdefault(key, asyncio.Event())
+
+        async def wake_when_stopped() -> None:  # so that a stop ends the wait at once, not kopf's cancelling
+            await stopped.wait()
+            wake.set()
+
+        watching_stop = asyncio.create_task(wake_when_stopped())
         try:
             while not stopped:
                 wake.clear()
@@ -111,8 +120,10 @@ class Wakeups:
                 timeout = RESYNC_SECONDS if again is None else max(min(again, RESYNC_SECONDS), 0.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=timeout)
-                await asyncio.sleep(DEBOUNCE_SECONDS)
+                if not stopped:
+                    await asyncio.sleep(DEBOUNCE_SECONDS)
         finally:
+            watching_stop.cancel()
             self._events.pop(key, None)
 
 

@@ -27,7 +27,7 @@ from esi.scheduling import SchedulingSpec, SchedulingStatus
 from esi.scheduling_states import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
 from esi.testbed import TestbedStatus
 from kube import SchedulingResource
-from operators.common import Wakeups, first, hold_of, ignore, post_events, write_status
+from operators.common import DAEMON_EXIT_SECONDS, Wakeups, first, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -95,7 +95,7 @@ class _Caches:
     holds: Mapping[Any, Iterable[Hold]]
 
 
-@kopf.daemon(GROUP, VERSION, "schedulings", cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, "schedulings", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
 async def follow_scheduling(
     *,
     name: str,

@@ -37,7 +37,7 @@ from esi.testbed_states import (
     decide_testbed,
 )
 from kube import TestbedResource
-from operators.common import Wakeups, hold_of, ignore, post_events, write_status
+from operators.common import DAEMON_EXIT_SECONDS, Wakeups, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -120,7 +120,7 @@ def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> 
 # --- the reconciler -------------------------------------------------------------------------------------
 
 
-@kopf.daemon(GROUP, VERSION, "testbeds", cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, "testbeds", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
 async def keep_slots(
     *,
     name: str,

@@ -55,6 +55,16 @@ def _probability(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 up to (not including) 1, not {text!r}")
+    return value
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sim", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,7 +114,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="chance that a run fails at its end instead of completing (default: %(default)s)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the random failures; same seed, same failures (default: 0)"
+        "--runtime-jitter",
+        type=_fraction,
+        default=0.0,
+        metavar="FRACTION",
+        help="runs vary around the table's runtime: normally distributed, this standard deviation relative to "
+        "it, e.g. 0.1 (default: %(default)s, every run takes exactly the table's time)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random failures and jitter; same seed, same runs (default: 0)"
     )
     return parser.parse_args(argv)
 
@@ -126,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig
     import sim.controller  # noqa: F401, PLC0415 (registers its handlers with kopf)
 
-    settings = SimSettings(model, failure_rate=args.failure_rate, seed=args.seed)
+    settings = SimSettings(model, failure_rate=args.failure_rate, seed=args.seed, runtime_jitter=args.runtime_jitter)
     kopf.run(
         clusterwide=True,
         standalone=True,

@@ -30,7 +30,9 @@ co-location table holds runtimes of runs with that neighbour, the way a profiler
 of the two started first. A run fails instead of completing
 when the application's attempt (label ``esi.tu-berlin.de/attempt``, default 1) is at most the
 ``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts`` (flinkConfiguration) setting, or
-by chance (``failure_rate``, drawn once per application from ``seed`` and its uid). A pod of a running
+by chance (``failure_rate``, drawn once per application from ``seed`` and its uid). With
+``runtime_jitter``, each application also runs at a pace of its own (normally distributed around the
+model's, drawn the same way), as measured runs vary. A pod of a running
 application that disappears or fails fails the application ("executor lost").
 """
 
@@ -183,20 +185,32 @@ class SimSettings:
     model: InterferenceModel = field(default_factory=InterferenceModel)
     failure_rate: float = 0.0
     seed: int = 0
+    runtime_jitter: float = 0.0  # relative standard deviation of a run's time around the model's
 
     def plan(self, app: Mapping[str, Any], job: str, colocated: Iterable[str], now: datetime) -> RunPlan:
         others = tuple(sorted(set(colocated)))
-        return RunPlan(now, now + self.model.duration(job, others), others, self._failure(app))
+        return RunPlan(now, now + self._duration(app, job, others), others, self._failure(app))
 
-    def replan(self, run: RunPlan, job: str, colocated: Iterable[str], now: datetime) -> RunPlan:
+    def replan(
+        self, app: Mapping[str, Any], run: RunPlan, job: str, colocated: Iterable[str], now: datetime
+    ) -> RunPlan:
         """``run`` once ``colocated`` are its neighbours from ``now`` on: the share of its work still left
         takes that share of the model's duration next to them (the same plan if they are its neighbours)."""
         others = tuple(sorted(set(colocated)))
         if others == run.colocated or now >= run.ends_at:
             return run
-        before = self.model.duration(job, run.colocated)
+        before = self._duration(app, job, run.colocated)
         left = min(max((run.ends_at - now) / before, 0.0), 1.0) if before > timedelta(0) else 0.0
-        return replace(run, ends_at=now + self.model.duration(job, others) * left, colocated=others)
+        return replace(run, ends_at=now + self._duration(app, job, others) * left, colocated=others)
+
+    def _duration(self, app: Mapping[str, Any], job: str, colocated: tuple[str, ...]) -> timedelta:
+        """The model's duration, times this application's pace when runs vary (drawn once per application,
+        from ``seed`` and its uid, so a restarted simulator draws the same)."""
+        duration = self.model.duration(job, colocated)
+        if self.runtime_jitter <= 0:
+            return duration
+        pace = random.Random(f"{self.seed}:{AppRef.of(app).uid}:pace").gauss(1.0, self.runtime_jitter)  # noqa: S311
+        return duration * max(pace, 0.1)
 
     def _failure(self, app: Mapping[str, Any]) -> str | None:
         ref = AppRef.of(app)
@@ -300,7 +314,8 @@ class _Step:
             return
         arrived = self._neighbours(executors) - set(self.run.colocated)
         if arrived:
-            self.run = settings.replan(self.run, self._job(executors), {*self.run.colocated, *arrived}, self.now)
+            neighbours = {*self.run.colocated, *arrived}
+            self.run = settings.replan(self.app, self.run, self._job(executors), neighbours, self.now)
             self.annotations = self.run.annotations()
 
     def _job(self, executors: Sequence[PodView]) -> str:

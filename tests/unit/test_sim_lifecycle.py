@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import statistics
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -285,6 +286,27 @@ def test_random_failures_are_the_same_for_the_same_seed_and_application() -> Non
     assert first == [failing(1, uid) for uid in uids]
     assert 0 < sum(first) < len(uids)
     assert first != [failing(2, uid) for uid in uids]
+
+
+def test_with_jitter_runs_vary_around_the_model_each_application_at_a_pace_of_its_own() -> None:
+    settings = SimSettings(SETTINGS.model, seed=3, runtime_jitter=0.1)
+
+    def seconds(uid: str, colocated: tuple[str, ...] = ()) -> float:
+        plan = settings.plan(spark_app(uid=uid), "batchjob-spark", colocated, NOW)
+        return (plan.ends_at - plan.started_at).total_seconds()
+
+    uids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(400)]
+    alone = [seconds(uid) for uid in uids]  # the model: 50 s alone, x 0.1
+
+    assert alone == [seconds(uid) for uid in uids]  # drawn once per application: a restart draws the same
+    assert len(set(alone)) == len(uids)
+    assert 4.9 < statistics.mean(alone) < 5.1
+    assert 0.4 < statistics.stdev(alone) < 0.6
+    # Next to flink (70 s) the same application keeps its pace.
+    assert [seconds(uid, ("batchjob-flink",)) / seconds(uid) for uid in uids[:5]] == pytest.approx([1.4] * 5)
+    assert SimSettings(SETTINGS.model, seed=3).plan(spark_app(uid=uids[0]), "batchjob-spark", (), NOW).ends_at == (
+        NOW + timedelta(seconds=5)
+    )
 
 
 def test_an_executor_deleted_during_the_run_fails_the_application() -> None:
