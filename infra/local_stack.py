@@ -322,6 +322,17 @@ class SecondSchedulerProcess(Resource):
 # --- the whole local esi --------------------------------------------------------------------------------
 
 
+def _deleted_with(owner: pulumi.Resource) -> pulumi.ResourceTransform:
+    """A transform giving a component's resources (a ConfigGroup's objects too) ``deleted_with=owner``."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult:
+        return pulumi.ResourceTransformResult(
+            args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(deleted_with=owner))
+        )
+
+    return transform
+
+
 class LocalEsi(pulumi.ComponentResource):
     """The local control plane, its nodes, esi's cluster-wide objects and esi's processes."""
 
@@ -341,10 +352,15 @@ class LocalEsi(pulumi.ComponentResource):
             args.nodes,
             pulumi.ResourceOptions(parent=self, depends_on=[control_plane]),
         )
+        # Deleted with the control plane, not before it: deleting a CRD waits for the finalizers of its
+        # objects, and those made outside the stack (kubectl, a scheduler's Schedulings) keep theirs once
+        # the operators are gone — `pulumi destroy` would hang.
         definitions = k8s.yaml.v2.ConfigGroup(
             f"{name}-definitions",
             objs=[crd(d) for d in DEFINITIONS] + application_crds() + priority_classes(),
-            opts=on_cluster,
+            opts=pulumi.ResourceOptions.merge(
+                on_cluster, pulumi.ResourceOptions(transforms=[_deleted_with(control_plane)])
+            ),
         )
         cluster_dir = LocalCluster(args.cluster, Path(args.workdir)).directory
         kubeconfig = f"--kubeconfig={cluster_dir / 'kubeconfig.yaml'}"

@@ -1,7 +1,7 @@
 """The local stack end to end, as ``make up`` runs it: from nothing, ``pulumi up`` of this repository's program
 brings up a control plane with KWOK nodes and esi's processes; a queue Scheduling committed to the manifests
 directory runs to completion after the next ``up``; removing its file removes it; ``pulumi destroy`` leaves
-no process and no file behind.
+no process and no file behind, also with a Scheduling made outside the stack still there.
 
 The stack is the test's own: its own cluster name, work directory, ports, manifests directory and Pulumi
 state, all under the test's temporary directory, next to (not instead of) the session's cluster.
@@ -105,6 +105,11 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
             (manifests / "scheduling.yaml").unlink()
             pulumi("up", "--yes", "--skip-preview")
             wait_for("the Scheduling to be gone", lambda: not esi.schedulings(), timeout=60)
+
+            # Submitted through the API, not part of the stack: its finalizer, which only the operators
+            # remove, must not keep `pulumi destroy` waiting for the CRD's deletion.
+            esi.submit_queue("outside", "e2e", ["batchjob-spark"])
+            esi.wait_for_scheduling("outside", timeout=180)
 
         pids = [int(p.read_text()) for p in (cluster.directory / "processes").glob("*.pid")]
         assert len(pids) == 4, "operators, API, simulator and the second scheduler"
