@@ -21,9 +21,10 @@ samples per pair. A job that joins a running one slows the rest of its run down 
 
 ``ESI_PROFILING_ROUNDS=N`` runs N rounds instead of 10 — the full experiment, whose figures it prints.
 
-The tests ask for ``sim_crds`` before the stack: when esi's reconcilers start before the SparkApplication
-and FlinkDeployment CRDs exist, kopf now and then never starts watching those kinds once they appear, and
-every BatchJob then waits forever for its finished application (seen in about one session of four).
+The ``set_up`` fixture asks for ``sim_crds`` before the stack: when esi's reconcilers start before the
+SparkApplication and FlinkDeployment CRDs exist, kopf now and then never starts watching those kinds once
+they appear, and every BatchJob then waits forever for its finished application (seen in about one session
+of four).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from esi.client import AsyncEsiClient, EsiClient
@@ -63,18 +65,33 @@ def documents(name: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all((MANIFESTS / name).read_text()) if doc]
 
 
-def set_up(cluster: LocalCluster, namespace: str, add_nodes: AddNodes, unique: str, **testbeds: int) -> None:
-    """examples/manifests' jobs in ``namespace``, and each named Testbed on that many new nodes of its own."""
-    for manifest in [*documents("serviceaccount.yaml"), *documents("batchjobs.yaml")]:
-        create_in(cluster, namespace, manifest)
-    manifests = {doc["metadata"]["name"]: doc for doc in documents("testbeds.yaml")}
-    for testbed, nodes in testbeds.items():
-        name = testbed.replace("_", "-")
-        label = f"esi.test/{name}-{unique}"
-        for i in range(nodes):
-            add_nodes(1, cpu="4", memory="8Gi", labels={label: str(i)})
-        manifest = manifests[name]
-        create_in(cluster, namespace, manifest | {"spec": manifest["spec"] | {"nodeLabel": label}})
+SetUp = Callable[..., None]
+
+
+@pytest.fixture
+def set_up(
+    sim_crds: LocalCluster,  # before the stack: see the module docstring
+    esi_stack: LocalCluster,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+) -> SetUp:
+    """``set_up(profiler_slots=1, ...)``: examples/manifests' jobs in the test's namespace, and each named
+    Testbed on that many new nodes of its own."""
+
+    def create(**testbeds: int) -> None:
+        for manifest in [*documents("serviceaccount.yaml"), *documents("batchjobs.yaml")]:
+            create_in(esi_stack, namespace, manifest)
+        manifests = {doc["metadata"]["name"]: doc for doc in documents("testbeds.yaml")}
+        for testbed, nodes in testbeds.items():
+            name = testbed.replace("_", "-")
+            label = f"esi.test/{name}-{unique}"
+            for i in range(nodes):
+                add_nodes(1, cpu="4", memory="8Gi", labels={label: str(i)})
+            manifest = manifests[name]
+            create_in(esi_stack, namespace, manifest | {"spec": manifest["spec"] | {"nodeLabel": label}})
+
+    return create
 
 
 def run_loops(endpoint: EsiApi, namespace: str, settings: Settings, loops: Sequence[Loop], timeout: float) -> Outcome:
@@ -120,14 +137,11 @@ def report(matrix: ColocationMatrix, took: float, rounds: int) -> str:
 
 
 def test_the_profiler_learns_the_modelled_matrix(
-    sim_crds: LocalCluster,  # before the stack: see the module docstring
+    set_up: SetUp,
     esi_endpoint: EsiApi,
-    esi_stack: LocalCluster,
     namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
 ) -> None:
-    set_up(esi_stack, namespace, add_nodes, unique, profiler_slots=1)
+    set_up(profiler_slots=1)
     # A profiling Scheduling left behind by a profiler that crashed: finished and recorded before any round.
     crashed = "profiler-scheduling-crashed"
     with client_for(esi_endpoint, namespace) as client:
@@ -186,14 +200,11 @@ def thesis_profiles() -> dict[str, dict[str, list[dict[str, str]]]]:
 
 
 def test_the_scheduler_pairs_each_job_with_its_best_partner(
-    sim_crds: LocalCluster,  # before the stack: see the module docstring
+    set_up: SetUp,
     esi_endpoint: EsiApi,
-    esi_stack: LocalCluster,
     namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
 ) -> None:
-    set_up(esi_stack, namespace, add_nodes, unique, scheduler_slots=3)
+    set_up(scheduler_slots=3)
     with client_for(esi_endpoint, namespace) as client:
         for job, data in thesis_profiles().items():
             client.set_external_scheduler(job, data)
@@ -228,15 +239,12 @@ def test_the_scheduler_pairs_each_job_with_its_best_partner(
 
 
 def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
-    sim_crds: LocalCluster,  # before the stack: see the module docstring
+    set_up: SetUp,
     esi_endpoint: EsiApi,
-    esi_stack: LocalCluster,
     namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
     tmp_path: Path,
 ) -> None:
-    set_up(esi_stack, namespace, add_nodes, unique, profiler_slots=1, scheduler_slots=3)
+    set_up(profiler_slots=1, scheduler_slots=3)
     command = [sys.executable, "-m", "examples.profiling", "--url", esi_endpoint.url, "-n", namespace]
     command += ["--time-scale", str(TIME_SCALE)]
     env = os.environ | {"ESI_TOKEN": esi_endpoint.token}
