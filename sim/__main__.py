@@ -15,7 +15,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import kopf
@@ -24,45 +24,38 @@ from sim.lifecycle import SimSettings
 from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError
 
 
+def _float(text: str) -> float:
+    """The number, or NaN (which every range below refuses) for what is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _number(accepts: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """An argparse type: a finite number ``accepts`` holds for, else "expected <expected>, not '<text>'"."""
+
+    def parse(text: str) -> float:
+        value = _float(text)
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, not {text!r}")
+        return value
+
+    return parse
+
+
+_positive = _number(lambda value: value > 0, "a positive number")
+_probability = _number(lambda value: 0 <= value <= 1, "a probability between 0 and 1")
+_fraction = _number(lambda value: 0 <= value < 1, "a fraction from 0 up to (not including) 1")
+
+
 def _base(text: str) -> tuple[str, float]:
     job, sep, seconds = text.partition("=")
-    try:
-        value = float(seconds)
-    except ValueError:
-        value = math.nan
-    if not sep or not job or not (math.isfinite(value) and value > 0):
+    value = _float(seconds)
+    if not sep or not job or not value > 0:
         raise argparse.ArgumentTypeError(f"expected JOB=SECONDS with positive seconds, not {text!r}")
     return job, value
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
-    return value
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a probability between 0 and 1, not {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction from 0 up to (not including) 1, not {text!r}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

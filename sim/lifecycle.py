@@ -21,19 +21,18 @@ milliseconds, as the operator writes them)}; ``error`` (the operator's JSON form
 the TaskManagers and the JobManager are deleted; a finished job stays STABLE, as the real operator
 reports it.
 
-**A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its
-job next to the jobs of other applications' executors on the same nodes at that moment; that plan is
-written as annotations before anything else, so it survives restarts. A job whose executors arrive on
-those nodes later slows the rest of the run down: what is left of its work then takes the model's time
-next to every neighbour so far (``SimSettings.replan``). One that leaves does not speed it up again — the
-co-location table holds runtimes of runs with that neighbour, the way a profiler measures them, whichever
-of the two started first. A run fails instead of completing
-when the application's attempt (label ``esi.tu-berlin.de/attempt``, default 1) is at most the
-``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts`` (flinkConfiguration) setting, or
-by chance (``failure_rate``, drawn once per application from ``seed`` and its uid). With
-``runtime_jitter``, each application also runs at a pace of its own (normally distributed around the
-model's, drawn the same way), as measured runs vary. A pod of a running
-application that disappears or fails fails the application ("executor lost").
+**A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
+next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
+annotations before anything else, so it survives restarts. A job whose executors arrive on those nodes later
+slows the rest of the run down: what is left of its work then takes the model's time next to every neighbour
+so far (``SimSettings.replan``). One that leaves does not speed it up again — the co-location table holds
+runtimes of runs with that neighbour, the way a profiler measures them, whichever of the two started first.
+A run fails instead of completing when the application's attempt (label ``esi.tu-berlin.de/attempt``,
+default 1) is at most the ``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts``
+(flinkConfiguration) setting, or by chance (``failure_rate``, drawn once per application from ``seed`` and
+its uid). With ``runtime_jitter``, each application also runs at a pace of its own (normally distributed
+around the model's, drawn the same way), as measured runs vary. A pod of a running application that
+disappears or fails fails the application ("executor lost").
 """
 
 from __future__ import annotations

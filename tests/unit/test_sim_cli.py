@@ -31,3 +31,22 @@ def test_values_that_make_no_workload_are_refused(
 
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--failure-rate", "1.5"], "expected a probability between 0 and 1, not '1.5'"),
+        (["--default-runtime", "inf"], "expected a positive number, not 'inf'"),
+        (["--base", "j=nan"], "expected JOB=SECONDS with positive seconds, not 'j=nan'"),
+        (["--base", "=5"], "not '=5'"),
+    ],
+)
+def test_the_other_numbers_are_checked_the_same_way(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(argv)
+
+    assert message in capsys.readouterr().err
+    assert parse_args(["--base", "j=5", "--failure-rate", "0.5"]).base == [("j", 5.0)]
