@@ -286,6 +286,6 @@ async def _reconcile(
                 )
                 break
             await ignore(409, client.create(from_dict(manifest)))
-    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())
+    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     return None

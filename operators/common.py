@@ -25,6 +25,7 @@ __all__ = [
     "DEBOUNCE_SECONDS",
     "FINALIZER",
     "RESYNC_SECONDS",
+    "StaleView",
     "Wakeups",
     "first",
     "hold_of",
@@ -75,6 +76,10 @@ def hold_of(index: Mapping[Any, Iterable[Hold]], namespace: str, kind: HoldKind,
     return hold
 
 
+class StaleView(Exception):
+    """A guarded status write found the object changed since the decision was made on it."""
+
+
 class Wakeups:
     """Per-object daemons of one reconciler, and the events that make them decide again."""
 
@@ -115,6 +120,9 @@ class Wakeups:
                 again: float | None = None
                 try:
                     again = await decide()
+                except StaleView:  # e.g. kopf added its finalizer meanwhile: decide again on the newer view
+                    logger.debug(f"{self.what} {key}: changed while deciding; deciding again")
+                    again = 0.0
                 except ApiError as err:  # retried on the next wake-up or resync
                     logger.warning(f"{self.what} {key}: {err.status.message}")
                 timeout = RESYNC_SECONDS if again is None else max(min(again, RESYNC_SECONDS), 0.0)
@@ -138,7 +146,7 @@ async def write_status(
 ) -> None:
     """Replace the object's whole status with ``new`` if it differs from ``old`` (a merge patch could not drop
     fields that went away). ``guarded``: only over the version decided on — a write decided on a stale view
-    then fails (and the next round decides again) instead of undoing what happened meanwhile."""
+    then raises ``StaleView`` (and the daemon decides again) instead of undoing what happened meanwhile."""
     if new == old:
         return
     patch: list[dict[str, Any]] = [{"op": "add", "path": "/status", "value": dict(new)}]
@@ -147,11 +155,26 @@ async def write_status(
             0, {"op": "test", "path": "/metadata/resourceVersion", "value": body["metadata"]["resourceVersion"]}
         )
     name, namespace = body["metadata"]["name"], body["metadata"].get("namespace")
-    await client.patch(status_resource, name, patch, namespace=namespace, patch_type=PatchType.JSON)
+    try:
+        await client.patch(status_resource, name, patch, namespace=namespace, patch_type=PatchType.JSON)
+    except ApiError as err:
+        if guarded and _failed_test_operation(err):
+            raise StaleView(f"{name}: resourceVersion is no longer {body['metadata']['resourceVersion']}") from err
+        raise
+
+
+def _failed_test_operation(err: ApiError) -> bool:
+    """The API server's answer to a JSON patch whose ``test`` operation failed: 422 Invalid with no field
+    named (an invalid status is 422 too, but its answer names the fields)."""
+    details = err.status.details
+    return err.status.code == 422 and not (details and details.causes)
 
 
 def post_events(body: kopf.Body, events: Iterable[tuple[str, str]], warning: Callable[[str], bool]) -> None:
-    """Kubernetes Events on the object, (reason, message) each; Warning for the reasons ``warning`` names."""
+    """Kubernetes Events on the object, (reason, message) each; Warning for the reasons ``warning`` names.
+
+    Posted after the status is written: a decision whose write meets ``StaleView`` is made again, and its
+    Events are told then, once."""
     for reason, message in events:
         kopf.event(body, type="Warning" if warning(reason) else "Normal", reason=reason, message=message)
 

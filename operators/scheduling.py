@@ -169,8 +169,8 @@ async def _reconcile(
         else:  # jobs that left the spec before they started: their holds go, so they are Ready again
             for job in action.jobs:
                 await ignore(404, client.delete(Lease, hold_name(HoldKind.BATCHJOB, job), namespace=namespace))
-    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
+    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     return decision.decide_again_in
 
 

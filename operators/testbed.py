@@ -178,8 +178,8 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
         elif isinstance(action, CreateGhost):
             manifest = ghost_pod(name, body["metadata"]["uid"], namespace, action)
             await ignore(409, client.create(from_dict(manifest)))
-    post_events(body, decision.events, warning=lambda reason: reason not in _STATE_REASONS)
     await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)
+    post_events(body, decision.events, warning=lambda reason: reason not in _STATE_REASONS)
     return None
 
 

@@ -1,15 +1,21 @@
 """The reconcilers' daemon loop (operators.common.Wakeups): decides on wake-ups, and ends as soon as kopf
-asks it to stop, so kopf never has to cancel it (and log a warning for every deleted object)."""
+asks it to stop, so kopf never has to cancel it (and log a warning for every deleted object); a status write
+over a newer version than the decision saw is a stale view, decided again at once."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, cast
 
+import kopf
+import pytest
 from kopf._cogs.aiokits.aioenums import FlagSetter
 from kopf._core.intents.stoppers import DaemonStoppingReason
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
-from operators.common import Wakeups
+from operators.common import StaleView, Wakeups, write_status
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
@@ -32,3 +38,80 @@ def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> No
         return decisions
 
     assert asyncio.run(scenario()) == ["decided", "decided"]
+
+
+def test_a_decision_on_a_stale_view_is_made_again_at_once_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> int:
+        wakeups = Wakeups("thing")
+        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+        decided = asyncio.Event()
+        attempts = 0
+
+        async def decide() -> float | None:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                raise StaleView("thing: resourceVersion is no longer 1")
+            decided.set()
+            return None
+
+        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
+        await asyncio.wait_for(decided.wait(), timeout=5)  # no wake-up: only the stale view asks (resync is 30 s)
+        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+        await asyncio.wait_for(daemon, timeout=1)
+        return attempts
+
+    with caplog.at_level(logging.DEBUG, logger="test"):
+        assert asyncio.run(scenario()) == 2
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
+class RefusingClient:
+    """An AsyncClient whose status patches the API server answers with ``status``."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        self.patches: list[list[dict[str, Any]]] = []
+
+    async def patch(self, resource: Any, name: str, patch: list[dict[str, Any]], **_: Any) -> None:
+        self.patches.append(patch)
+        raise ApiError(status=self.status)
+
+
+BODY = {"metadata": {"name": "job", "namespace": "ns", "resourceVersion": "7"}}
+TEST_FAILED = Status(
+    code=422,
+    reason="Invalid",
+    message="the server rejected our request due to an error in our request",
+    details=StatusDetails(),
+)
+INVALID_STATUS = Status(
+    code=422,
+    reason="Invalid",
+    message='BatchJob.esi.tu-berlin.de "job" is invalid: status.state',
+    details=StatusDetails(causes=[StatusCause(field="status.state", reason="FieldValueNotSupported")]),
+)
+
+
+def write(client: RefusingClient, *, guarded: bool) -> None:
+    body = cast(kopf.Body, BODY)
+    asyncio.run(write_status(cast(AsyncClient, client), object(), body, {}, {"state": "Ready"}, guarded=guarded))
+
+
+def test_a_guarded_write_over_a_newer_version_is_a_stale_view() -> None:
+    client = RefusingClient(TEST_FAILED)
+    with pytest.raises(StaleView, match="resourceVersion is no longer 7"):
+        write(client, guarded=True)
+    assert client.patches[0][0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+
+
+@pytest.mark.parametrize(
+    ("status", "guarded"), [(INVALID_STATUS, True), (TEST_FAILED, False)], ids=["fields named", "unguarded"]
+)
+def test_other_refusals_stay_api_errors(status: Status, guarded: bool) -> None:
+    with pytest.raises(ApiError) as refused:
+        write(RefusingClient(status), guarded=guarded)
+    assert not isinstance(refused.value, StaleView)
+    assert refused.value.status is status
