@@ -174,7 +174,9 @@ def decide_scheduling(
         actions.append(Release(dropped))
         events.append(("Released", f"{_names(dropped)} left the spec before starting"))
     if state != current.state:
-        events.insert(0, (state.value, waiting_for or state.value))
+        events.insert(
+            0, (state.value, _outcome(jobs) if state == SchedulingState.COMPLETED else waiting_for or state.value)
+        )
     finished = sum(p.state in _FINISHED for p in jobs)
     updated = current.model_copy(
         update={
@@ -374,6 +376,12 @@ def _conditions(
     )
     conditions = set_conditions(conditions, settings, now=now, observed_generation=generation)
     return status.model_copy(update={"conditions": conditions})
+
+
+def _outcome(jobs: Sequence[JobProgress]) -> str:
+    failed = [p.name for p in jobs if p.state == JobState.FAILED]
+    told = f"every job finished: {len(jobs) - len(failed)} succeeded"
+    return told + (f", {len(failed)} failed ({_names(failed)})" if failed else "")
 
 
 def _names(names: Sequence[str]) -> str:

@@ -82,6 +82,7 @@ class World:
     shown_free: frozenset[int] = frozenset()  # what the Testbed status says: one tick behind
     tick: int = 0
     reservations: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    events: list[tuple[str, str]] = field(default_factory=list)  # every Scheduling's, in order
 
     def __post_init__(self) -> None:
         self.shown_free = frozenset(range(self.size))
@@ -112,6 +113,7 @@ class World:
             decision = decide_scheduling(spec, status, self.observe(), name=name, namespace="ns", generation=1, now=now)
             for action in decision.actions:
                 self.act(name, action)
+            self.events += decision.events
             for reason, message in decision.events:
                 if reason == "Reserved":
                     job = message.split()[1]
@@ -226,6 +228,7 @@ def test_a_job_waits_for_slots_without_failing_or_overtaking() -> None:  # origi
 
     w.run()
     assert w.slots_of("j2") == [(0, 1, 2)]
+    assert [e for e in w.events if e[0] == "Completed"] == [("Completed", "every job finished: 2 succeeded")]
 
 
 def test_a_long_queue_on_two_nodes_runs_in_rounds() -> None:  # original 10
@@ -281,6 +284,8 @@ def test_a_failed_job_is_recorded_and_the_scheduling_goes_on() -> None:
     completed = find_condition(w.status("s").conditions, "Completed")
     assert completed is not None
     assert (completed.reason, completed.message) == ("JobsFailed", "failed: bad")
+    completions = [e for e in w.events if e[0] == "Completed"]
+    assert completions == [("Completed", "every job finished: 1 succeeded, 1 failed (bad)")]
 
 
 def test_a_failed_job_runs_again_after_its_backoff_without_holding_up_the_others() -> None:
