@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx2
 import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.coordination_v1 import Lease
@@ -91,8 +92,9 @@ class ExecutorRecorder:
         self._thread.start()
 
     def _watch(self) -> None:
-        # Short watches, each resuming where the last ended, so no event falls between two. A version too
-        # old to resume from (410: nothing of ours changed for a while) means a fresh listing is complete.
+        # Short watches, each resuming where the last ended (also when one is cut), so no event falls between
+        # two. A version too old to resume from (410: nothing of ours changed for a while) means a fresh listing
+        # is complete.
         version: str | None = None
         while not self._stop.is_set():
             try:
@@ -118,6 +120,8 @@ class ExecutorRecorder:
                 if err.status.code != 410:
                     raise
                 version = None
+            except httpx2.TransportError:  # the API server cut the watch short: resume where it ended
+                continue
 
     def _note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":
