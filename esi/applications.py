@@ -429,10 +429,11 @@ def application_view(
 ) -> ApplicationView | None:
     """What ``decide_batchjob`` needs to know of an application: its phase and its executors.
 
-    ``pods`` are the application's pods (``application_pod_selector``); only executors count. A pod being
-    deleted counts for nothing, and a pod that has ended (Succeeded, Failed) is not counted as an executor,
-    bound or running — its replacement is what matters — but its node still counts among the run's nodes.
-    None when there is no application.
+    ``pods`` are the application's pods (``application_pod_selector``); only executors count, and of the
+    others (driver, JobManager) only why the scheduler leaves one without a node. A pod being deleted counts
+    for nothing, and a pod that has ended (Succeeded, Failed) is not counted as an executor, bound or running
+    — its replacement is what matters — but its node still counts among the run's nodes. None when there is
+    no application.
     """
     if application is None:
         return None
@@ -441,8 +442,12 @@ def application_view(
     phase, message = _STATUS_READERS[kind.kind](status)
     executors = bound = running = 0
     nodes: set[str] = set()
+    unscheduled = ""
     for pod in pods:
-        if not is_executor_pod(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if not is_executor_pod(pod):
+            unscheduled = unscheduled or _unscheduled(pod)
             continue
         node = (pod.get("spec") or {}).get("nodeName")
         pod_phase = (pod.get("status") or {}).get("phase") or "Pending"
@@ -460,7 +465,20 @@ def application_view(
         executors_running=running,
         nodes=tuple(sorted(nodes)),
         message=message,
+        unscheduled=unscheduled,
     )
+
+
+def _unscheduled(pod: Mapping[str, Any]) -> str:
+    """Why the scheduler left ``pod`` without a node (its PodScheduled condition), or "" when it did not."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return ""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            name = (pod.get("metadata") or {}).get("name")
+            why = condition.get("message") or condition.get("reason") or "no reason given"
+            return f"pod {name} is not scheduled: {why}"
+    return ""
 
 
 _SPARK_PHASES: Final = {

@@ -71,6 +71,7 @@ class ApplicationView:
     executors_running: int = 0
     nodes: tuple[str, ...] = ()  # the executors' nodes
     message: str = ""  # the operator's words on a failure
+    unscheduled: str = ""  # why its driver (JobManager) pod has no node yet, as the scheduler said
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,9 @@ class _Step:
         # An executor restarting does not take a job back from Running to Scheduled.
         if _ACTIVE.index(reached) > _ACTIVE.index(self.status.state):
             self.update(state=reached)
+        placed = f"{application.executors_bound} of {expected} executors placed"
         messages = {
-            BatchJobState.SUBMITTED: f"{application.executors_bound} of {expected} executors placed",
+            BatchJobState.SUBMITTED: f"{placed}; {application.unscheduled}" if application.unscheduled else placed,
             BatchJobState.SCHEDULED: f"all {expected} executors placed, waiting for them to run",
             BatchJobState.RUNNING: f"running with {expected} executors",
         }

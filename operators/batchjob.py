@@ -103,7 +103,13 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
             "deletionTimestamp": body["metadata"].get("deletionTimestamp"),
         },
         "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
-        "status": {"phase": body.get("status", {}).get("phase")},
+        "status": {
+            "phase": body.get("status", {}).get("phase"),
+            # only why it has no node yet: a driver the scheduler cannot place is the job's news
+            "conditions": [
+                c for c in body.get("status", {}).get("conditions") or () if c.get("type") == "PodScheduled"
+            ],
+        },
     }
 
 

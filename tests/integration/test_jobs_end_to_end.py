@@ -198,6 +198,22 @@ def test_a_flink_job_runs_in_its_slots(
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {"wc": {0, 1, 2, 3}})
 
 
+def test_a_driver_no_node_can_take_is_what_the_job_says_it_waits_for(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    spark_job(esi_stack, namespace, "huge-driver", **{"spark.driver.memory": "4000g"})
+    scheduling(esi_stack, namespace, "s", ["huge-driver"])
+
+    def told() -> str | None:
+        message = status(esi_stack, namespace, "batchjob", "huge-driver").get("message") or ""
+        return message if "is not scheduled" in message else None
+
+    message = wait_for("the job to say why nothing is placed", told, timeout=60)
+    assert message.startswith("0 of 1 executors placed; pod huge-driver-driver is not scheduled: 0/"), message
+    assert "Insufficient memory" in message, message
+
+
 def test_queued_jobs_interleave_and_a_later_job_waits_for_room(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
 ) -> None:  # original 7, 8, 10, 11

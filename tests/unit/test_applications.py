@@ -618,6 +618,36 @@ def test_only_live_executor_pods_count(
     )
 
 
+def unschedulable(
+    role: tuple[str, str], message: str = "0/4 nodes are available: 4 Insufficient memory."
+) -> dict[str, Any]:
+    waiting = pod(role)
+    waiting["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    ]
+    return waiting
+
+
+@pytest.mark.parametrize(
+    ("application", "executor", "other"),
+    [(spark_app("SUBMITTED"), SPARK_EXECUTOR, SPARK_DRIVER), (flink_app(None, "DEPLOYED"), TASKMANAGER, JOBMANAGER)],
+    ids=["spark", "flink"],
+)
+def test_a_driver_the_scheduler_cannot_place_is_told_with_its_words(
+    application: dict[str, Any], executor: tuple[str, str], other: tuple[str, str]
+) -> None:
+    view = application_view(application, [unschedulable(other)])
+    assert view is not None
+    assert view.unscheduled == "pod p-None-Pending is not scheduled: 0/4 nodes are available: 4 Insufficient memory."
+
+    # An executor waiting for its slot is the extender's business, not news; neither is a placed driver.
+    placed = pod(other, "n0", "Pending")
+    placed["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    quiet = application_view(application, [placed, unschedulable(executor, "waiting for its slot")])
+    assert quiet is not None
+    assert (quiet.unscheduled, quiet.executors) == ("", 1)
+
+
 def test_executor_pods_are_known_by_their_operators_labels_or_by_esis() -> None:
     assert is_executor_pod(pod(SPARK_EXECUTOR))
     assert is_executor_pod(pod(TASKMANAGER))

@@ -126,6 +126,14 @@ def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
     assert record.outcome == RunOutcome.SUCCEEDED
 
 
+def test_a_driver_without_a_node_is_why_no_executor_is_placed() -> None:
+    waiting = ApplicationView(ApplicationPhase.PENDING, unscheduled="pod j-driver is not scheduled: 0/4 nodes fit")
+    decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, waiting)])
+
+    assert decisions[-1].status.state == BatchJobState.SUBMITTED
+    assert decisions[-1].status.message == "0 of 2 executors placed; pod j-driver is not scheduled: 0/4 nodes fit"
+
+
 def test_an_application_failure_fails_the_job_with_the_operators_words() -> None:
     failed = ApplicationView(ApplicationPhase.FAILED, message="driver exited with code 1")
     decisions = run(
