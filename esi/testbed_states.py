@@ -12,11 +12,12 @@ ids are 0..n-1 whenever no work pins them. Free slots may therefore be renumbere
 leave; their ghosts are then replaced, which is cheap.
 
 Ghosts: every slot that no executor is in has exactly one ghost pod, pinned to the slot's node, whose
-requests are the slot size. A slot's ghost is a pod of role ghost on that node carrying that slot id, not
-terminating and not finished. The shell names a ghost after the testbed, node and slot id, so a creation
-is idempotent; for the same reason no ghost is created while that slot's previous ghost is terminating.
-The shell deletes before it creates; a creation that still meets the ghost it replaces fails harmlessly
-and is decided again on the next pod event.
+requests are the slot size — except a slot whose ghost is gone while the executor given it waits to be
+bound: the scheduler evicted the ghost for that executor, and a new one would take the room back. A slot's
+ghost is a pod of role ghost on that node carrying that slot id, not terminating and not finished. The shell
+names a ghost after the testbed, node and slot id, so a creation is idempotent; for the same reason no ghost
+is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
+that still meets the ghost it replaces fails harmlessly and is decided again on the next pod event.
 
 Where this differs from the original system, on purpose:
 
@@ -239,7 +240,7 @@ def decide_testbed(
         ghost = ghosts.get(place.id)
         slot = _slot(place, in_slot.get(place.id, []), reserved.get(place.id), ghost.name if ghost else None)
         slots.append(slot)
-        if slot.state == SlotState.OCCUPIED or ghost is not None:
+        if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(in_slot.get(place.id, ())):
             continue
         missing.append(place.id)
         if place.node_name not in short and place.id not in blocked:
@@ -446,6 +447,12 @@ def _unfit_ghost(ghost: PodView, places: Mapping[int, SlotPlace], size: Resource
     if not matches_slot_size(ghost.requests, size):
         return f"it requests {ghost.requests}, but slot {ghost.slot} is {size}"
     return None
+
+
+def _being_placed(executors: Sequence[PodView]) -> bool:
+    """An executor was given the slot and is not bound yet: with the slot's ghost gone, the scheduler evicted it
+    for that executor, and a new ghost (pinned, so no scheduler stops it) would take the room back from it."""
+    return any(e.node_name is None and not e.terminating for e in executors)
 
 
 def _slot(place: SlotPlace, executors: Sequence[PodView], reservation: Reservation | None, ghost: str | None) -> Slot:

@@ -290,6 +290,18 @@ SETTLED_STATUS = decide(NODES, SETTLED).status
             id="ghost-of-a-slot-given-to-an-unbound-executor-is-left-to-preemption",
         ),
         pytest.param(
+            (*SETTLED[1:], executor("e0", None, 0, phase=PodPhase.PENDING)),
+            [],
+            [],
+            id="no-new-ghost-where-the-scheduler-evicted-one-for-an-unbound-executor",
+        ),
+        pytest.param(
+            (*SETTLED[1:], executor("e0", None, 0, phase=PodPhase.PENDING, terminating=True)),
+            [],
+            [(0, "node-1", 0)],
+            id="ghost-back-when-the-unbound-executor-is-deleted",
+        ),
+        pytest.param(
             (ghost("g0", "node-1", 0), ghost("g0b", "node-1", 0, phase=PodPhase.PENDING), *SETTLED[1:]),
             ["g0b"],
             [],
@@ -321,6 +333,23 @@ def test_a_terminating_ghost_is_not_duplicated() -> None:
     assert slots_ready.message == "slot 0 waits for a ghost pod"
     gone = decide(NODES, SETTLED[1:], status=decision.status)
     assert created(gone) == [(0, "node-1", 0)]
+
+
+def test_a_slot_whose_ghost_was_evicted_for_its_executor_waits_for_the_executor() -> None:
+    # The scheduler evicted g0 for e0 and has not bound e0 yet: a new ghost would take the room back.
+    pods = [*SETTLED[1:], executor("e0", None, 0, phase=PodPhase.PENDING)]
+
+    decision = decide(NODES, pods, status=SETTLED_STATUS)
+
+    assert decision.actions == ()
+    assert decision.status.state == TestbedState.IN_USE
+    assert table(decision.status)[0] == (0, "node-1", 0, "Reserved", None)
+    slots_ready = find_condition(decision.status.conditions, "SlotsReady")
+    assert slots_ready is not None
+    assert slots_ready.status == ConditionStatus.TRUE
+    bound = decide(NODES, [*SETTLED[1:], executor("e0", "node-1", 0)], status=decision.status)
+    assert bound.actions == ()
+    assert table(bound.status)[0] == (0, "node-1", 0, "Occupied", "e0")
 
 
 # --- executors are never touched (design rule 5; reference §10 item 5) ----------------------------------
