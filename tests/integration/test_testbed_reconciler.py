@@ -9,10 +9,11 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
+from esi.ghosts import ghost_name
 from esi.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import create_testbed, wait_for
+from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for
 
 
 def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
@@ -110,3 +111,45 @@ def test_a_node_without_room_for_its_slots_is_reported_not_filled(
     events = esi_operators.kubectl("get", "events", "-n", namespace, "-o", "json")
     reasons = {(e["reason"], e["type"]) for e in json.loads(events)["items"] if e["involvedObject"]["name"] == "tb"}
     assert any(kind == "Warning" for _, kind in reasons), reasons
+
+
+def test_a_ghost_evicted_for_an_executor_is_not_put_back_while_the_executor_waits(
+    esi_operators: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/slots-{unique}"
+    (node,) = add_nodes(1, cpu="4", labels={label: "0"})
+    create_testbed(esi_operators, namespace, label)
+    before = wait_for("two ghosts", ghosts_when(client, namespace, 2), timeout=60)
+    assert before == {0: node, 1: node}
+    # The extender gave the executor slot 0; no scheduler will bind it (a scheduler that does not exist).
+    executor = executor_pod("exec-0", namespace, pool=unique, scheduler="nobody")
+    executor.metadata.labels[SLOT_LABEL] = "0"
+    client.create(executor)
+    wait_for("slot 0 given to exec-0", lambda: status_of(esi_operators, namespace)["slots"][0]["state"] == "Reserved")
+
+    # What the scheduler does when it preempts for the executor: it deletes the slot's ghost.
+    esi_operators.kubectl("delete", "pod", ghost_name("tb", 0), "-n", namespace, "--wait")
+    # Slot 1's ghost deleted after it: once its replacement exists, the reconciler has decided on a view
+    # that no longer holds slot 0's ghost either.
+    first_ghost_1 = uid_of(client, namespace, ghost_name("tb", 1))
+    esi_operators.kubectl("delete", "pod", ghost_name("tb", 1), "-n", namespace, "--wait")
+    wait_for("slot 1's ghost back", lambda: uid_of(client, namespace, ghost_name("tb", 1)) not in (None, first_ghost_1))
+
+    assert ghost_pods(client, namespace) == [ghost_name("tb", 1)]
+    slot_0 = status_of(esi_operators, namespace)["slots"][0]
+    assert (slot_0["state"], slot_0.get("job"), slot_0.get("pod")) == ("Reserved", "wordcount", None)
+
+    # The executor goes without being bound: its slot is Free and held by a ghost again.
+    client.delete(Pod, "exec-0", namespace=namespace, grace_period=0)
+    assert wait_for("slot 0's ghost back", ghosts_when(client, namespace, 2), timeout=60) == before
+
+
+def uid_of(client: Client, namespace: str, name: str) -> str | None:
+    pod = get_or_none(client, Pod, name, namespace)
+    return None if pod is None else str(pod.metadata.uid)
+
+
+def ghost_pods(client: Client, namespace: str) -> list[str]:
+    """The names of tb's ghost pods, whatever their phase, that are not being deleted."""
+    pods = client.list(Pod, namespace=namespace, labels={TESTBED_LABEL: "tb", ROLE_LABEL: ROLE_GHOST})
+    return sorted(str(p.metadata.name) for p in pods if p.metadata is not None and not p.metadata.deletionTimestamp)
