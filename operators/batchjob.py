@@ -14,7 +14,6 @@ from typing import Any
 
 import kopf
 from lightkube import AsyncClient
-from lightkube.codecs import from_dict
 from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
@@ -45,7 +44,16 @@ from esi.scheduling import JobState
 from esi.testbed import TestbedSpec, TestbedStatus
 from esi.testbed_states import FINISHED_PHASES
 from kube import BatchJobResource
-from operators.common import DAEMON_EXIT_SECONDS, Wakeups, first, hold_of, ignore, post_events, write_status
+from operators.common import (
+    DAEMON_EXIT_SECONDS,
+    Wakeups,
+    create,
+    first,
+    hold_of,
+    ignore,
+    post_events,
+    write_status,
+)
 
 __all__: list[str] = []
 
@@ -291,7 +299,8 @@ async def _reconcile(
                     now=utc_now(),
                 )
                 break
-            await ignore(409, client.create(from_dict(manifest)))
+            if not await create(client, manifest):
+                return None  # the namespace is being deleted, and the BatchJob with it
     await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())
     post_events(body, decision.events, warning=lambda reason: reason == "Failed")
     return None

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 from lightkube import ApiError, AsyncClient
+from lightkube.codecs import from_dict
 from lightkube.types import PatchType
 
 from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
@@ -27,6 +28,7 @@ __all__ = [
     "RESYNC_SECONDS",
     "StaleView",
     "Wakeups",
+    "create",
     "first",
     "hold_of",
     "holds",
@@ -177,6 +179,26 @@ def post_events(body: kopf.Body, events: Iterable[tuple[str, str]], warning: Cal
     Events are told then, once."""
     for reason, message in events:
         kopf.event(body, type="Warning" if warning(reason) else "Normal", reason=reason, message=message)
+
+
+async def create(client: AsyncClient, manifest: Mapping[str, Any]) -> bool:
+    """Create an object a reconciler keeps; one that exists already (409) is there. False when its namespace
+    is being deleted: the API server refuses new objects there, and the owner goes with the namespace, so
+    there is nothing left to decide (not a warning per ghost while a namespace empties)."""
+    try:
+        await client.create(from_dict(dict(manifest)))
+    except ApiError as err:
+        if err.status.code == 409:
+            return True
+        if _namespace_terminating(err):
+            return False
+        raise
+    return True
+
+
+def _namespace_terminating(err: ApiError) -> bool:
+    causes = (err.status.details and err.status.details.causes) or ()
+    return err.status.code == 403 and any(c.reason == "NamespaceTerminating" for c in causes)
 
 
 async def ignore(code: int, call: Awaitable[Any]) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import kopf
 from lightkube import AsyncClient
-from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
 from esi.ghosts import ghost_pod, node_view, pod_requests, pod_view
@@ -37,7 +36,7 @@ from esi.testbed_states import (
     decide_testbed,
 )
 from kube import TestbedResource
-from operators.common import DAEMON_EXIT_SECONDS, Wakeups, hold_of, ignore, post_events, write_status
+from operators.common import DAEMON_EXIT_SECONDS, Wakeups, create, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []
 
@@ -175,9 +174,10 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
     for action in decision.actions:
         if isinstance(action, DeleteGhost):
             await ignore(404, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
-        elif isinstance(action, CreateGhost):
-            manifest = ghost_pod(name, body["metadata"]["uid"], namespace, action)
-            await ignore(409, client.create(from_dict(manifest)))
+        elif isinstance(action, CreateGhost) and not await create(
+            client, ghost_pod(name, body["metadata"]["uid"], namespace, action)
+        ):
+            return None  # the namespace is being deleted, and the Testbed with it
     await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)
     post_events(body, decision.events, warning=lambda reason: reason not in _STATE_REASONS)
     return None

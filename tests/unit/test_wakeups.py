@@ -1,6 +1,7 @@
 """The reconcilers' daemon loop (operators.common.Wakeups): decides on wake-ups, and ends as soon as kopf
 asks it to stop, so kopf never has to cancel it (and log a warning for every deleted object); a status write
-over a newer version than the decision saw is a stale view, decided again at once."""
+over a newer version than the decision saw is a stale view, decided again at once; an object a reconciler
+creates is there when it exists already, and not wanted when its namespace is being deleted."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kopf._core.intents.stoppers import DaemonStoppingReason
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
-from operators.common import StaleView, Wakeups, write_status
+from operators.common import StaleView, Wakeups, create, write_status
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
@@ -79,6 +80,9 @@ class RefusingClient:
         self.patches.append(patch)
         raise ApiError(status=self.status)
 
+    async def create(self, obj: Any) -> None:
+        raise ApiError(status=self.status)
+
 
 BODY = {"metadata": {"name": "job", "namespace": "ns", "resourceVersion": "7"}}
 TEST_FAILED = Status(
@@ -115,3 +119,32 @@ def test_other_refusals_stay_api_errors(status: Status, guarded: bool) -> None:
         write(RefusingClient(status), guarded=guarded)
     assert not isinstance(refused.value, StaleView)
     assert refused.value.status is status
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "tb-ghost-0", "namespace": "ns"}}
+NAMESPACE_TERMINATING = Status(
+    code=403,
+    reason="Forbidden",
+    message='pods "tb-ghost-0" is forbidden: unable to create new content in namespace ns because it is being '
+    "terminated",
+    details=StatusDetails(
+        name="tb-ghost-0",
+        kind="pods",
+        causes=[
+            StatusCause(reason="NamespaceTerminating", field="metadata.namespace", message="namespace is terminating")
+        ],
+    ),
+)
+FORBIDDEN = Status(code=403, reason="Forbidden", message='pods "tb-ghost-0" is forbidden: User cannot create')
+EXISTS = Status(code=409, reason="AlreadyExists", message='pods "tb-ghost-0" already exists')
+
+
+@pytest.mark.parametrize(("status", "wanted"), [(EXISTS, True), (NAMESPACE_TERMINATING, False)])
+def test_a_creation_that_exists_or_is_not_wanted_any_more_is_no_error(status: Status, wanted: bool) -> None:
+    assert asyncio.run(create(cast(AsyncClient, RefusingClient(status)), POD)) is wanted
+
+
+def test_other_refused_creations_stay_api_errors() -> None:
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(create(cast(AsyncClient, RefusingClient(FORBIDDEN)), POD))
+    assert refused.value.status is FORBIDDEN
