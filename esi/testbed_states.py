@@ -450,8 +450,8 @@ def _unfit_ghost(ghost: PodView, places: Mapping[int, SlotPlace], size: Resource
 
 
 def _being_placed(executors: Sequence[PodView]) -> bool:
-    """An executor was given the slot and is not bound yet: with the slot's ghost gone, the scheduler evicted it
-    for that executor, and a new ghost (pinned, so no scheduler stops it) would take the room back from it."""
+    """An executor was given the slot and is not bound yet: with the slot's ghost gone, the scheduler evicted the
+    ghost for that executor, and a new one (pinned, so no scheduler stops it) would take the room back."""
     return any(e.node_name is None and not e.terminating for e in executors)
 
 

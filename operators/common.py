@@ -202,7 +202,7 @@ def _namespace_terminating(err: ApiError) -> bool:
 
 
 async def ignore(code: int, call: Awaitable[Any]) -> None:
-    """Await an API call; an error with status ``code`` (e.g. 404 on delete, 409 on create) is success."""
+    """Await an API call; an error with status ``code`` (e.g. 404 on delete) is success."""
     try:
         await call
     except ApiError as err:
