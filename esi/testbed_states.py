@@ -238,9 +238,10 @@ def decide_testbed(
     missing: list[int] = []
     for place in layout.slots:
         ghost = ghosts.get(place.id)
-        slot = _slot(place, in_slot.get(place.id, []), reserved.get(place.id), ghost.name if ghost else None)
+        given = in_slot.get(place.id, [])
+        slot = _slot(place, given, reserved.get(place.id), ghost.name if ghost else None)
         slots.append(slot)
-        if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(in_slot.get(place.id, ())):
+        if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(given):
             continue
         missing.append(place.id)
         if place.node_name not in short and place.id not in blocked:
