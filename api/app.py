@@ -18,15 +18,16 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from lightkube import AsyncClient, KubeConfig
 
-from api import extender, external, problems, ui
+from api import external, problems, ui
 from api.auth import Authenticator, Principal
 from api.cache import ResourceCache, following
-from api.index_feed import feeding
+from api.extender import routes as extender
+from api.extender.feed import feeding
+from api.extender.slot_index import SlotIndex
 from api.metrics import API_LATENCY, CACHE_COLLECTOR, EXTENDER_LATENCY, measure, metrics_route
 from api.notifications import notifier
 from api.stomp import Broker
 from api.stomp import router as stomp_router
-from esi.slot_index import SlotIndex
 
 __all__ = ["create_api_app", "create_extender_app"]
 
@@ -61,7 +62,7 @@ def create_extender_app(index: SlotIndex | None = None, *, kube_config: KubeConf
     """The extender, answering from ``index`` (a new, empty one by default).
 
     With ``kube_config``, the app's lifespan keeps ``index`` in step with that cluster's Testbeds and pods
-    (``api.index_feed``); without, the index holds what the caller puts in (unit tests).
+    (``api.extender.feed``); without, the index holds what the caller puts in (unit tests).
     """
     slot_index = index or SlotIndex()
     app = FastAPI(

@@ -36,7 +36,7 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessR
 from lightkube.resources.authentication_v1 import TokenReview
 from lightkube.resources.authorization_v1 import SubjectAccessReview
 
-from esi.meta import GROUP
+from esi.resources.meta import GROUP
 
 __all__ = [
     "NO_TOKEN",

@@ -5,7 +5,7 @@ layers, so that everything but the network is tested without a cluster:
 
 * ``Store`` / ``ResourceCache`` — plain and synchronous: what has been seen of each kind, as validated esi
   models, and a ``Change`` to every listener whenever an object appears, changes or goes;
-* ``following`` — the async shell: one LIST + WATCH stream per kind (``api.watching.follow``: relist after
+* ``following`` — the async shell: one LIST + WATCH stream per kind (``kube.watch.follow``: relist after
   410 or errors), cluster-wide.
 
 A write made through the API is put into the cache at once (``Store.observed`` with the object the API
@@ -27,11 +27,11 @@ from lightkube import ALL_NS, AsyncClient
 from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource
 from pydantic import ValidationError
 
-from api.watching import follow
-from esi.batchjob import BatchJob
-from esi.scheduling import Scheduling
-from esi.testbed import Testbed
-from kube import BatchJobResource, SchedulingResource, TestbedResource
+from esi.resources.batchjob import BatchJob
+from esi.resources.scheduling import Scheduling
+from esi.resources.testbed import Testbed
+from kube.resources import BatchJobResource, SchedulingResource, TestbedResource
+from kube.watch import follow
 
 __all__ = ["Action", "Change", "Key", "Kind", "Listener", "ResourceCache", "Store", "following", "plain"]
 

@@ -21,7 +21,9 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from api.auth import Authenticator, Principal
 from api.cache import ResourceCache, plain
 from api.problems import Problem, validation_problems
-from esi.external import (
+from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN, NAMESPACE_PATTERN, EsiModel
+from esi.resources.scheduling import Scheduling, SchedulingSpec
+from esi.wire.rest import (
     ApiError,
     ExternalBatchJob,
     ExternalScheduling,
@@ -33,9 +35,7 @@ from esi.external import (
     overview,
     scheduling_spec,
 )
-from esi.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN, NAMESPACE_PATTERN, EsiModel
-from esi.scheduling import Scheduling, SchedulingSpec
-from kube import BatchJobResource, SchedulingResource
+from kube.resources import BatchJobResource, SchedulingResource
 
 __all__ = ["JobUpdate", "router"]
 

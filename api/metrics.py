@@ -25,8 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.cache import ResourceCache
 from api.logs import access
-from esi.scheduling import JobState
-from esi.testbed import SlotState
+from esi.resources.scheduling import JobState
+from esi.resources.testbed import SlotState
 
 __all__ = [
     "API_LATENCY",

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from api.cache import Change, Key, Listener
-from esi.batchjob import BatchJob
-from esi.external import ResourceModification, external_batchjob, external_scheduling, external_testbed
-from esi.scheduling import Scheduling
-from esi.testbed import Testbed
+from esi.resources.batchjob import BatchJob
+from esi.resources.scheduling import Scheduling
+from esi.resources.testbed import Testbed
+from esi.wire.rest import ResourceModification, external_batchjob, external_scheduling, external_testbed
 
 __all__ = ["Publisher", "external_view", "notifier"]
 

@@ -1,7 +1,7 @@
 """How the API refuses: one JSON shape for every error, and the one place that maps errors to HTTP statuses.
 
 Every refusal is ``{"detail": {"message": "...", "errors": [{"field": "...", "problem": "..."}]}}``
-(``esi.external.ApiError``): a sentence a person can act on, and per-field problems where there are any.
+(``esi.wire.rest.ApiError``): a sentence a person can act on, and per-field problems where there are any.
 
 =========================================  ======  ==================================================
 raised                                      status  when
@@ -28,7 +28,7 @@ from lightkube import ApiError as KubeApiError
 from pydantic import ValidationError
 
 from api.auth import AuthUnavailable, Refusal
-from esi.external import ApiError, FieldProblem
+from esi.wire.rest import ApiError, FieldProblem
 
 __all__ = ["Problem", "field_problems", "install", "problem_response", "refusal_responses"]
 

@@ -47,7 +47,7 @@ from prometheus_client import Counter, Gauge
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from api.auth import AuthUnavailable, Principal, Refusal, bearer_token
-from esi.stomp import (
+from esi.wire.stomp_frames import (
     Frame,
     FrameParser,
     StompProtocolError,

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from bench.stack import local_stack
-from esi.meta import API_VERSION
+from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
 
 NAMESPACE = "default"

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 
 from api.app import create_extender_app
+from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.threaded import serve_in_thread
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from esi.slot_index import IndexedSlot, SlotIndex
-from esi.testbed import SlotState
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.resources.testbed import SlotState
 
 SLOTS_PER_NODE = 4
 

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from esi.crds import DEFINITIONS, crd
-from esi.priority import priority_classes
+from esi.objects.priority import priority_classes
+from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec
 
 LABEL = "esi.bench/node-id"

@@ -26,8 +26,8 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from bench.stack import local_stack
-from esi.meta import API_VERSION
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
 
 TESTBED_NODE = "esi.bench/testbed-node"

@@ -27,8 +27,7 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from bench.stack import local_stack
-from esi.meta import API_VERSION
-from esi.names import (
+from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
     ROLE_EXECUTOR,
@@ -37,6 +36,7 @@ from esi.names import (
     SLOT_LABEL,
     TESTBED_LABEL,
 )
+from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 

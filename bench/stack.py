@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 from lightkube import Client, KubeConfig
 
-from esi.crds import DEFINITIONS, crd
-from esi.names import SCHEDULER_NAME
-from esi.priority import priority_classes
+from esi.objects.names import SCHEDULER_NAME
+from esi.objects.priority import priority_classes
+from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.crds import application_crds

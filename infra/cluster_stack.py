@@ -43,11 +43,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from esi.applications import FLINK, SPARK
-from esi.crds import DEFINITIONS, crd
-from esi.meta import GROUP
-from esi.names import SCHEDULER_NAME
-from esi.priority import priority_classes
+from esi.objects.applications import FLINK, SPARK
+from esi.objects.names import SCHEDULER_NAME
+from esi.objects.priority import priority_classes
+from esi.resources.crds import DEFINITIONS, crd
+from esi.resources.meta import GROUP
 from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 
 __all__ = [

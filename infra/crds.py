@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from esi.crds import DEFINITIONS, crd
+from esi.resources.crds import DEFINITIONS, crd
 from infra.toolchain import REPO_ROOT
 
 __all__ = ["CRD_DIR", "rendered"]

@@ -23,10 +23,10 @@ import pulumi_kubernetes as k8s
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from esi.batchjob import BatchJob
-from esi.meta import API_VERSION
-from esi.scheduling import Scheduling
-from esi.testbed import Testbed
+from esi.resources.batchjob import BatchJob
+from esi.resources.meta import API_VERSION
+from esi.resources.scheduling import Scheduling
+from esi.resources.testbed import Testbed
 
 __all__ = ["ManifestError", "Manifests", "committed_objects"]
 

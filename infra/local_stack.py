@@ -32,9 +32,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from esi.crds import DEFINITIONS, crd
-from esi.names import SCHEDULER_NAME
-from esi.priority import priority_classes
+from esi.objects.names import SCHEDULER_NAME
+from esi.objects.priority import priority_classes
+from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
 from infra.toolchain import REPO_ROOT

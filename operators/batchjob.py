@@ -1,8 +1,8 @@
 """The BatchJob reconciler: runs a job's application in the slots its Scheduling reserved, and tracks it.
 
-A thin shell around ``esi.batchjob_states.decide_batchjob``. It observes who holds the job (its hold, and
+A thin shell around ``esi.decisions.batchjob_lifecycle.decide_batchjob``. It observes who holds the job (its hold, and
 that Scheduling's record of the job's slots), the job's SparkApplication or FlinkDeployment and that
-application's pods; it creates the application (``esi.applications`` builds it) once slots are reserved,
+application's pods; it creates the application (``esi.objects.applications`` builds it) once slots are reserved,
 deletes it when the job is released, and is the only writer of the BatchJob's status and run history.
 """
 
@@ -17,18 +17,7 @@ from lightkube import AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
-from esi.applications import (
-    FLINK,
-    SPARK,
-    ApplicationError,
-    ApplicationKind,
-    SlotAssignment,
-    application_kind,
-    application_manifest,
-)
-from esi.applications import application_view as view_of_application
-from esi.batchjob import BatchJob
-from esi.batchjob_states import (
+from esi.decisions.batchjob_lifecycle import (
     ApplicationPhase,
     ApplicationView,
     BatchJobObservation,
@@ -37,13 +26,24 @@ from esi.batchjob_states import (
     Holder,
     decide_batchjob,
 )
-from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.meta import GROUP, VERSION, utc_now
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
-from esi.scheduling import JobState
-from esi.testbed import TestbedSpec, TestbedStatus
-from esi.testbed_states import FINISHED_PHASES
-from kube import BatchJobResource
+from esi.decisions.testbed_lifecycle import FINISHED_PHASES
+from esi.objects.applications import (
+    FLINK,
+    SPARK,
+    ApplicationError,
+    ApplicationKind,
+    SlotAssignment,
+    application_kind,
+    application_manifest,
+)
+from esi.objects.applications import application_view as view_of_application
+from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
+from esi.resources.batchjob import BatchJob
+from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.scheduling import JobState
+from esi.resources.testbed import TestbedSpec, TestbedStatus
+from kube.resources import BatchJobResource
 from operators.common import (
     DAEMON_EXIT_SECONDS,
     Wakeups,

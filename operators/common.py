@@ -18,8 +18,8 @@ from lightkube import ApiError, AsyncClient
 from lightkube.codecs import from_dict
 from lightkube.types import PatchType
 
-from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.meta import GROUP
+from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
+from esi.resources.meta import GROUP
 
 __all__ = [
     "DAEMON_EXIT_SECONDS",

@@ -1,7 +1,7 @@
 """The Scheduling reconciler: holds a Scheduling's Testbed and jobs, records its slot decisions, follows it.
 
-A thin shell around ``esi.scheduling_states.decide_scheduling``. Its caches are kopf indexes of the
-Testbeds' published slot tables, the BatchJobs' states and the holds (``esi.holds``); one daemon per
+A thin shell around ``esi.decisions.scheduling_lifecycle.decide_scheduling``. Its caches are kopf indexes of the
+Testbeds' published slot tables, the BatchJobs' states and the holds (``esi.objects.holds``); one daemon per
 Scheduling decides whenever one of them changes. A ``Claim`` decision takes the holds all or nothing: it
 creates every Lease it lacks and, when one is held by another Scheduling, deletes those it just created.
 The reconciler is the only writer of the Scheduling's status — the durable record of every reservation.
@@ -20,13 +20,13 @@ from lightkube.codecs import from_dict
 from lightkube.resources.coordination_v1 import Lease
 from pydantic import ValidationError
 
-from esi.batchjob import BatchJobState
-from esi.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
-from esi.meta import GROUP, VERSION, utc_now
-from esi.scheduling import SchedulingSpec, SchedulingStatus
-from esi.scheduling_states import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
-from esi.testbed import TestbedStatus
-from kube import SchedulingResource
+from esi.decisions.scheduling_lifecycle import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
+from esi.objects.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
+from esi.resources.batchjob import BatchJobState
+from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
+from esi.resources.testbed import TestbedStatus
+from kube.resources import SchedulingResource
 from operators.common import DAEMON_EXIT_SECONDS, Wakeups, first, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []

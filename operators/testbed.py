@@ -1,6 +1,6 @@
 """The Testbed reconciler: keeps one ghost pod per free slot and publishes the slot table.
 
-A thin shell around ``esi.testbed_states.decide_testbed``. kopf *indexes* are its caches (nodes, the
+A thin shell around ``esi.decisions.testbed_lifecycle.decide_testbed``. kopf *indexes* are its caches (nodes, the
 pods on each node, each Testbed's own pods, the reservations Schedulings recorded), so a decision never
 needs an API read. One daemon per Testbed decides whenever something relevant changes (debounced) and at
 least every ``RESYNC_SECONDS``; it creates and deletes ghost pods, emits Events, and is the only writer of
@@ -17,14 +17,7 @@ import kopf
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
-from esi.ghosts import ghost_pod, node_view, pod_requests, pod_view
-from esi.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.meta import GROUP, VERSION, utc_now
-from esi.names import TESTBED_LABEL
-from esi.quantity import Quantity
-from esi.scheduling import JobState
-from esi.testbed import TestbedSpec, TestbedState, TestbedStatus
-from esi.testbed_states import (
+from esi.decisions.testbed_lifecycle import (
     FINISHED_PHASES,
     CreateGhost,
     DeleteGhost,
@@ -35,7 +28,14 @@ from esi.testbed_states import (
     TestbedObservation,
     decide_testbed,
 )
-from kube import TestbedResource
+from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
+from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
+from esi.objects.names import TESTBED_LABEL
+from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.quantity import Quantity
+from esi.resources.scheduling import JobState
+from esi.resources.testbed import TestbedSpec, TestbedState, TestbedStatus
+from kube.resources import TestbedResource
 from operators.common import DAEMON_EXIT_SECONDS, Wakeups, create, hold_of, ignore, post_events, write_status
 
 __all__: list[str] = []

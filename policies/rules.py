@@ -32,10 +32,10 @@ from typing import Any, Final
 
 import yaml
 
-from esi.layout import NodeLabels, layout_slots
-from esi.meta import GROUP
-from esi.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
-from esi.quantity import Quantity, QuantityError, parse_quantity
+from esi.decisions.layout import NodeLabels, layout_slots
+from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
+from esi.resources.meta import GROUP
+from esi.resources.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
@@ -285,7 +285,7 @@ def scheduling_jobs_exist(stack: Stack) -> list[Violation]:
 def scheduling_slots_exist(stack: Stack) -> list[Violation]:
     """3. Slot ids exist in the Testbed, and no queued job needs more executors than the Testbed has slots.
 
-    The Testbed's slots are ``slotsPerNode`` on every node of the stack carrying its label (``esi.layout``);
+    The Testbed's slots are ``slotsPerNode`` on every node of the stack carrying its label (``esi.decisions.layout``);
     with no such node known, nothing is checked here (``unchecked_testbeds`` says so).
     """
     found = []

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import yaml
 
-from esi import applications
+from esi.objects import applications
 
 __all__ = ["CRD_DIR", "FLINK", "SPARK", "ApplicationType", "application_crds", "rendered"]
 
@@ -49,7 +49,7 @@ class ApplicationType:
         return f"{self.plural}.{self.group}"
 
 
-# The kinds esi creates (esi.applications names them), with the short names their operators' CRDs give.
+# The kinds esi creates (esi.objects.applications names them), with the short names their operators' CRDs give.
 SPARK: Final = ApplicationType(
     applications.SPARK.group, applications.SPARK.version, applications.SPARK.kind, applications.SPARK.plural, "sparkapp"
 )

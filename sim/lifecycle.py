@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from esi.names import ATTEMPT_LABEL
+from esi.objects.names import ATTEMPT_LABEL
 from sim.crds import SPARK
 from sim.names import (
     COLOCATED_ANNOTATION,

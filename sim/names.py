@@ -6,7 +6,7 @@ continues the same run: ``started-at`` and ``ends-at`` (ISO 8601 times), ``coloc
 executors shared nodes with when it started, comma-separated) and ``failure`` (present only when the run
 is going to fail: why).
 
-esi's own labels that it reads (``esi.names``): ``JOB_LABEL`` on a pod names the job for the workload
+esi's own labels that it reads (``esi.objects.names``): ``JOB_LABEL`` on a pod names the job for the workload
 model (the application's name when absent); ``ATTEMPT_LABEL`` on an application numbers its attempt.
 """
 

@@ -39,8 +39,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from esi.meta import deep_merged
-from esi.names import JOB_LABEL
+from esi.objects.names import JOB_LABEL
+from esi.resources.meta import deep_merged
 from sim.crds import FLINK, SPARK, ApplicationType
 from sim.names import APP_UID_LABEL
 from sim.units import MIB, SpecError, cpu_quantity, flink_bytes, memory_quantity, spark_mib

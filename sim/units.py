@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from esi.quantity import Quantity, QuantityError
+from esi.resources.quantity import Quantity, QuantityError
 
 __all__ = ["MIB", "SpecError", "cpu_quantity", "flink_bytes", "memory_quantity", "spark_mib"]
 

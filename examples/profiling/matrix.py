@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from esi.external import ExternalBatchJob, ExternalScheduledEvent
+from esi.wire.rest import ExternalBatchJob, ExternalScheduledEvent
 
 __all__ = [
     "NO_SAMPLES",

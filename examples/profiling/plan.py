@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 
-from esi.external import ExternalBatchJob, ExternalTestbed
+from esi.wire.rest import ExternalBatchJob, ExternalTestbed
 from examples.profiling.matrix import ColocationMatrix
 
 __all__ = ["IDLE_STATE", "node_slots", "plan_groups", "plan_queue", "profiling_slots", "round_jobs"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from esi.client import AsyncEsiClient, EsiError, NotFound, ResourceDeleted, WaitTimeout
-from esi.external import ExternalBatchJob, ExternalScheduling, ExternalTestbed
+from esi.wire.rest import ExternalBatchJob, ExternalScheduling, ExternalTestbed
 from examples.profiling.matrix import (
     NO_SAMPLES,
     ColocationMatrix,

@@ -15,11 +15,11 @@ from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.scheduling_v1 import PriorityClass
 
 from api.app import create_extender_app
+from api.extender.slot_index import SlotIndex
 from api.threaded import serve_in_thread
-from esi import priority
-from esi.crds import DEFINITIONS, crd
-from esi.names import SCHEDULER_NAME
-from esi.slot_index import SlotIndex
+from esi.objects import priority
+from esi.objects.names import SCHEDULER_NAME
+from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from tests.conftest import locked

@@ -12,7 +12,7 @@ from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster, free_port
 from tests.conftest import locked
 from tests.manifests import testbed_manifest

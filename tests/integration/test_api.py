@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from esi.client import EsiClient
-from esi.stomp_client import StompError, subscribe
+from esi.client import EsiClient, StompError
+from esi.client.subscriber import subscribe
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.kube import wait_for

@@ -24,9 +24,9 @@ from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from api.app import create_api_app
 from api.auth import KubernetesAuth, Principal, Refusal
 from api.threaded import serve_in_thread
-from esi.meta import GROUP
+from esi.resources.meta import GROUP
 from infra.local_cluster import LocalCluster
-from kube import SchedulingResource
+from kube.resources import SchedulingResource
 from tests.integration.kube import wait_for
 
 T = TypeVar("T")

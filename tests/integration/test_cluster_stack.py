@@ -39,8 +39,8 @@ from lightkube.resources.scheduling_v1 import PriorityClass
 from api.app import create_api_app
 from api.auth import KubernetesAuth
 from api.threaded import serve_in_thread
-from esi.crds import DEFINITIONS
-from esi.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS, SCHEDULER_NAME
+from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS, SCHEDULER_NAME
+from esi.resources.crds import DEFINITIONS
 from infra import pulumi_local, toolchain
 from infra.cluster_stack import ClusterEsiArgs, scheduler_config
 from infra.local_cluster import LocalCluster, free_port

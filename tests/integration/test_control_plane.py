@@ -12,7 +12,7 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Node, Pod
 
-from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
+from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes

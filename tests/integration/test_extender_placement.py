@@ -14,16 +14,16 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from api.app import create_extender_app
+from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.threaded import serve_in_thread
-from esi.names import (
+from esi.objects.names import (
     GHOST_PRIORITY_CLASS,
     ROLE_GHOST,
     ROLE_LABEL,
     SLOT_LABEL,
     TESTBED_LABEL,
 )
-from esi.slot_index import IndexedSlot, SlotIndex
-from esi.testbed import SlotState
+from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes

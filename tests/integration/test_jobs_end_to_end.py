@@ -20,7 +20,7 @@ from lightkube import ApiError, Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
 from tests.integration.kube import create_in, wait_for

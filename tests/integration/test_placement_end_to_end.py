@@ -11,9 +11,9 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import SlotIndex
-from esi.testbed import SlotState
+from api.extender.slot_index import SlotIndex
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes

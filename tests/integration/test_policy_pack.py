@@ -21,7 +21,7 @@ from lightkube import Client
 import policies
 from infra import pulumi_local
 from infra.local_cluster import LocalCluster, NodeSpec, node_manifest
-from kube import SchedulingResource
+from kube.resources import SchedulingResource
 
 # `--policy-pack policies` (the directory) cannot run with this toolchain's language host: see the script.
 POLICY_PACK = Path(policies.__file__).resolve().parent / "esi-policy-pack"

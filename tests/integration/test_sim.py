@@ -12,7 +12,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from sim.lifecycle import RunPlan
 from sim.names import ENDS_AT_ANNOTATION

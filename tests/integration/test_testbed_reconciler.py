@@ -9,8 +9,8 @@ from typing import Any
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.ghosts import ghost_name
-from esi.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.ghosts import ghost_name
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esi.applications import (
+from esi.decisions.batchjob_lifecycle import ApplicationPhase, ApplicationView
+from esi.objects.applications import (
     FLINK,
     SPARK,
     ApplicationError,
@@ -26,9 +27,7 @@ from esi.applications import (
     application_view,
     is_executor_pod,
 )
-from esi.batchjob import BatchJob
-from esi.batchjob_states import ApplicationPhase, ApplicationView
-from esi.names import (
+from esi.objects.names import (
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
@@ -37,7 +36,8 @@ from esi.names import (
     SCHEDULER_NAME,
     TESTBED_LABEL,
 )
-from esi.quantity import Quantity
+from esi.resources.batchjob import BatchJob
+from esi.resources.quantity import Quantity
 from tests import manifests
 
 NODE_LABEL = "tuberlin.de/node-with-slots-profiler"

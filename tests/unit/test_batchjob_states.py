@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from esi.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome
-from esi.batchjob_states import (
+from esi.decisions.batchjob_lifecycle import (
     ApplicationPhase,
     ApplicationView,
     BatchJobDecision,
@@ -19,7 +18,8 @@ from esi.batchjob_states import (
     Holder,
     decide_batchjob,
 )
-from esi.meta import find_condition
+from esi.resources.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome
+from esi.resources.meta import find_condition
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOLDER = Holder("sched-a", "tb", (0, 2))

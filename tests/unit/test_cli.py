@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from esi.cli import Connector, app
+from esi.client.cli import Connector, app
 from tests.unit.test_client import (
     FakeApi,
     FakeStomp,

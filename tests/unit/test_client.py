@@ -26,15 +26,15 @@ from esi.client import (
     Invalid,
     NotFound,
     ResourceDeleted,
+    StompError,
     SubscriptionRefused,
     Unauthorized,
     Unavailable,
     UnexpectedResponse,
     WaitTimeout,
 )
-from esi.external import ExternalBatchJob, ExternalScheduling, ExternalSlots, ExternalSlotsJob, ExternalTestbed
-from esi.stomp import Frame, Message
-from esi.stomp_client import StompError
+from esi.wire.rest import ExternalBatchJob, ExternalScheduling, ExternalSlots, ExternalSlotsJob, ExternalTestbed
+from esi.wire.stomp_frames import Frame, Message
 
 URL = "http://esi.test:8082"
 
@@ -147,7 +147,7 @@ class FakeSubscription:
 
 @dataclass
 class FakeStomp:
-    """Stands in for ``esi.stomp_client``: records each subscription, serves the canned messages."""
+    """Stands in for ``esi.client.subscriber``: records each subscription, serves the canned messages."""
 
     messages: list[Message] = field(default_factory=list)
     then: BaseException | None = None

@@ -24,7 +24,7 @@ import yaml
 from pulumi.runtime.config import CONFIG, set_all_config
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
-from esi.names import SCHEDULER_NAME
+from esi.objects.names import SCHEDULER_NAME
 from infra.cluster_stack import (
     API_PORT,
     DEFAULT_IMAGE,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from esi.meta import Condition, ConditionStatus, find_condition, set_condition, utc_now
+from esi.resources.meta import Condition, ConditionStatus, find_condition, set_condition, utc_now
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from esi.crds import DEFINITIONS, CrdDefinition, crd
+from esi.resources.crds import DEFINITIONS, CrdDefinition, crd
 from infra import crds as crd_files
 
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.app import create_extender_app
-from esi.slot_index import IndexedSlot, SlotIndex
-from esi.testbed import SlotState
+from api.extender.slot_index import IndexedSlot, SlotIndex
+from esi.resources.testbed import SlotState
 from tests.unit.test_slot_index import executor
 
 

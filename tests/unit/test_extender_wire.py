@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from esi.extender import (
+from api.extender.wire import (
     ExtenderArgs,
     ExtenderFilterResult,
     ExtenderPreemptionArgs,

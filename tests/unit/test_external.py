@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from esi.batchjob import BatchJob
-from esi.external import (
+from esi.resources.batchjob import BatchJob
+from esi.resources.scheduling import Scheduling, SchedulingSpec
+from esi.resources.testbed import Testbed
+from esi.wire.rest import (
     ExternalScheduling,
     external_batchjob,
     external_scheduling,
     external_testbed,
     scheduling_spec,
 )
-from esi.scheduling import Scheduling, SchedulingSpec
-from esi.testbed import Testbed
 from tests.manifests import batchjob_manifest, scheduling_manifest, slot_based, testbed_manifest
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

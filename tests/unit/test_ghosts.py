@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from esi.ghosts import ghost_pod, node_view, pod_requests, pod_view
-from esi.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.quantity import Quantity
-from esi.testbed_states import CreateGhost, PodPhase, PodRole, Resources
+from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, PodRole, Resources
+from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
+from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.resources.quantity import Quantity
 
 SIZE = Resources(Quantity("700m"), Quantity("896Mi"))
 

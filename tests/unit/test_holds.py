@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from esi.holds import Hold, HoldKind, hold_manifest, hold_name, read_hold
+from esi.objects.holds import Hold, HoldKind, hold_manifest, hold_name, read_hold
 
 
 def test_a_hold_is_a_lease_owned_by_its_scheduling_and_reads_back() -> None:

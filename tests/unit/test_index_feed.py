@@ -18,11 +18,11 @@ from lightkube.models.meta_v1 import ObjectMeta, Status
 from lightkube.resources.core_v1 import Pod
 from pydantic import ValidationError
 
-from api.index_feed import IndexFeed, IndexView, status_slots
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
-from esi.testbed import Slot, SlotState
-from kube import TestbedResource
+from api.extender.feed import IndexFeed, IndexView, status_slots
+from api.extender.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.resources.testbed import Slot, SlotState
+from kube.resources import TestbedResource
 from tests.unit.test_slot_index import executor, filter_args
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esi.layout import NodeLabels, SlotPlace, layout_slots
+from esi.decisions.layout import NodeLabels, SlotPlace, layout_slots
 
 LABEL = "esi.test/node-id"
 

@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from esi.batchjob import BatchJob
-from esi.placement import SlotMode
-from esi.scheduling import Scheduling
-from esi.testbed import Testbed
+from esi.resources.batchjob import BatchJob
+from esi.resources.scheduling import Scheduling, SlotMode
+from esi.resources.testbed import Testbed
 from tests.manifests import INVALID, SPARK, VALID, Invalid
 
 MODELS: dict[str, type[BaseModel]] = {"BatchJob": BatchJob, "Testbed": Testbed, "Scheduling": Scheduling}

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from esi.client import AsyncEsiClient
-from esi.external import ExternalBatchJob, ExternalTestbed
+from esi.wire.rest import ExternalBatchJob, ExternalTestbed
 from examples.profiling.__main__ import parse_args
 from examples.profiling.matrix import (
     NO_SAMPLES,

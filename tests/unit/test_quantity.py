@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from esi.quantity import QUANTITY_PATTERN, Quantity, QuantityError, parse_quantity
+from esi.resources.quantity import QUANTITY_PATTERN, Quantity, QuantityError, parse_quantity
 
 MAX_UNITS = 2**63 - 1
 DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}

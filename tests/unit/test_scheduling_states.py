@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esi.batchjob import BatchJobState, BatchJobStatus, RunOutcome
-from esi.batchjob_states import (
+from esi.decisions.allocation import queue_problems
+from esi.decisions.batchjob_lifecycle import (
     ApplicationPhase,
     ApplicationView,
     BatchJobObservation,
@@ -27,10 +27,7 @@ from esi.batchjob_states import (
     Holder,
     decide_batchjob,
 )
-from esi.meta import find_condition
-from esi.placement import queue_problems
-from esi.scheduling import JobState, SchedulingSpec, SchedulingState, SchedulingStatus
-from esi.scheduling_states import (
+from esi.decisions.scheduling_lifecycle import (
     Claim,
     JobView,
     Release,
@@ -39,7 +36,10 @@ from esi.scheduling_states import (
     decide_scheduling,
     testbed_view,
 )
-from esi.testbed import TestbedStatus
+from esi.resources.batchjob import BatchJobState, BatchJobStatus, RunOutcome
+from esi.resources.meta import find_condition
+from esi.resources.scheduling import JobState, SchedulingSpec, SchedulingState, SchedulingStatus
+from esi.resources.testbed import TestbedStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

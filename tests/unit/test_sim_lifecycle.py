@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from esi.names import ATTEMPT_LABEL
+from esi.objects.names import ATTEMPT_LABEL
 from sim.lifecycle import (
     Annotate,
     CreatePod,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from esi.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
-from esi.quantity import Quantity
+from esi.objects.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from esi.resources.quantity import Quantity
 from sim.names import APP_UID_LABEL
 from sim.pods import (
     NodeExecutor,

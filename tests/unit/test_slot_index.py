@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esi.extender import ExtenderArgs, ExtenderPreemptionArgs
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from esi.slot_index import IndexedSlot, SlotIndex
-from esi.testbed import SlotState
+from api.extender.slot_index import IndexedSlot, SlotIndex
+from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.resources.testbed import SlotState
 
 NODES = ["n0", "n1", "n2"]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esi.stomp import (
+from esi.wire.stomp_frames import (
     BODY_COMMANDS,
     CLIENT_COMMANDS,
     SERVER_COMMANDS,

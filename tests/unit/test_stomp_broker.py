@@ -36,8 +36,8 @@ from api import stomp
 from api.auth import AuthUnavailable, Principal, Refusal
 from api.stomp import Broker, router
 from api.threaded import serve_in_thread
-from esi.stomp import Frame, FrameParser, Message, encode
-from esi.stomp_client import StompError, Subscription, asubscribe, subscribe, websocket_url
+from esi.client.subscriber import StompError, Subscription, asubscribe, subscribe, websocket_url
+from esi.wire.stomp_frames import Frame, FrameParser, Message, encode
 
 NAMESPACE = "esi"
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}

@@ -15,10 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esi.meta import ConditionStatus, find_condition
-from esi.quantity import Quantity
-from esi.testbed import SlotState, TestbedSpec, TestbedState, TestbedStatus
-from esi.testbed_states import (
+from esi.decisions.testbed_lifecycle import (
     CreateGhost,
     DeleteGhost,
     NodeView,
@@ -32,6 +29,9 @@ from esi.testbed_states import (
     decide_testbed,
     matches_slot_size,
 )
+from esi.resources.meta import ConditionStatus, find_condition
+from esi.resources.quantity import Quantity
+from esi.resources.testbed import SlotState, TestbedSpec, TestbedState, TestbedStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LABEL = "esi.test/slots"

@@ -28,10 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from esi.batchjob import BatchJob
-from esi.batchjob_states import ApplicationPhase, ApplicationView
-from esi.meta import API_VERSION, deep_merged
-from esi.names import (
+from esi.decisions.batchjob_lifecycle import ApplicationPhase, ApplicationView
+from esi.objects.names import (
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
@@ -40,7 +38,9 @@ from esi.names import (
     SCHEDULER_NAME,
     TESTBED_LABEL,
 )
-from esi.quantity import Quantity
+from esi.resources.batchjob import BatchJob
+from esi.resources.meta import API_VERSION, deep_merged
+from esi.resources.quantity import Quantity
 
 __all__ = [
     "FLINK",

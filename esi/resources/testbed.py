@@ -1,7 +1,7 @@
 """Testbed: slots of one fixed size on every node that carries a label, held by ghost pods until used.
 
 A node belongs to the Testbed when it has the label ``spec.nodeLabel``; the label's value, an integer, is
-the node's id and orders the slots (see ``esi.layout``). ``status`` is written by the Testbed reconciler
+the node's id and orders the slots (see ``esi.decisions.layout``). ``status`` is written by the Testbed reconciler
 alone, from what it observes (nodes, ghost and executor pods) and the reservations Schedulings record.
 """
 
@@ -12,8 +12,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from esi.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
-from esi.quantity import Quantity
+from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
+from esi.resources.quantity import Quantity
 
 __all__ = [
     "LABEL_KEY_PATTERN",

@@ -26,11 +26,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from esi.batchjob import BatchJobState
-from esi.meta import set_conditions
-from esi.placement import Placement, queue_placements, queue_problems, slot_placements, slot_problems
-from esi.scheduling import JobProgress, JobState, RetryPolicy, SchedulingSpec, SchedulingState, SchedulingStatus
-from esi.testbed import SlotState, TestbedStatus
+from esi.decisions.allocation import Allocation, queue_allocations, queue_problems, slot_allocations, slot_problems
+from esi.resources.batchjob import BatchJobState
+from esi.resources.meta import set_conditions
+from esi.resources.scheduling import (
+    JobProgress,
+    JobState,
+    RetryPolicy,
+    SchedulingSpec,
+    SchedulingState,
+    SchedulingStatus,
+)
+from esi.resources.testbed import SlotState, TestbedStatus
 
 __all__ = [
     "Claim",
@@ -136,7 +143,7 @@ def decide_scheduling(
     problems = _reference_problems(spec, namespace)
     testbed = observation.testbed
     if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait, below
-        problems += _placement_problems(spec, testbed.slot_ids)
+        problems += _allocation_problems(spec, testbed.slot_ids)
     missing = [j for j in demand if j not in observation.jobs]
     blockers = _blockers(spec, observation, name)
 
@@ -158,10 +165,10 @@ def decide_scheduling(
         state, waiting_for = SchedulingState.PENDING, f"its hold on testbed {spec.testbed.name} and its jobs"
     else:
         jobs, events = _follow_jobs(jobs, observation.jobs, name, spec.retry, now)
-        placements = _place(spec, jobs, testbed, now)
-        jobs = [_reserve(p, placements, now) for p in jobs]
+        allocations = _place(spec, jobs, testbed, now)
+        jobs = [_reserve(p, allocations, now) for p in jobs]
         events += [
-            ("Reserved", f"job {p.job} gets slot{'s' if len(p.slots) > 1 else ''} {_ids(p.slots)}") for p in placements
+            ("Reserved", f"job {p.job} gets slot{'s' if len(p.slots) > 1 else ''} {_ids(p.slots)}") for p in allocations
         ]
         if all(p.state in _FINISHED for p in jobs):
             state, waiting_for = SchedulingState.COMPLETED, None
@@ -232,7 +239,7 @@ def _reference_problems(spec: SchedulingSpec, namespace: str) -> list[str]:
     return [f"references outside namespace {namespace} are not supported: {', '.join(foreign)}"]
 
 
-def _placement_problems(spec: SchedulingSpec, slot_ids: frozenset[int]) -> list[str]:
+def _allocation_problems(spec: SchedulingSpec, slot_ids: frozenset[int]) -> list[str]:
     if spec.queue_based is not None:
         return queue_problems([r.name for r in spec.queue_based], slot_ids)
     assert spec.slot_based is not None
@@ -311,24 +318,24 @@ def _reserved_slots(jobs: Sequence[JobProgress]) -> set[int]:
     return {slot for p in jobs if p.state in _HOLDING for slot in p.slots}
 
 
-def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, now: datetime) -> list[Placement]:
+def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, now: datetime) -> list[Allocation]:
     # Slots this Scheduling reserved may still look free on the Testbed (its status lags); never twice.
     free = testbed.free - _reserved_slots(jobs)
     # A job waiting out its backoff is left out for now, like a started one: it does not hold up the others.
     started = {p.name for p in jobs if p.state != JobState.WAITING or _backing_off(p, now)}
     if spec.queue_based is not None:
-        return queue_placements([r.name for r in spec.queue_based], started, free)
+        return queue_allocations([r.name for r in spec.queue_based], started, free)
     assert spec.slot_based is not None
     slot_jobs = [(j.name.name, j.slot_ids) for j in spec.slot_based.jobs]
-    return slot_placements(slot_jobs, spec.slot_based.mode, started, free)
+    return slot_allocations(slot_jobs, spec.slot_based.mode, started, free)
 
 
-def _reserve(record: JobProgress, placements: Sequence[Placement], now: datetime) -> JobProgress:
-    placement = next((p for p in placements if p.job == record.name), None)
-    if placement is None:
+def _reserve(record: JobProgress, allocations: Sequence[Allocation], now: datetime) -> JobProgress:
+    allocation = next((p for p in allocations if p.job == record.name), None)
+    if allocation is None:
         return record
     return record.model_copy(
-        update={"state": JobState.RESERVED, "slots": list(placement.slots), "reserved_at": now, "retry_at": None}
+        update={"state": JobState.RESERVED, "slots": list(allocation.slots), "reserved_at": now, "retry_at": None}
     )
 
 

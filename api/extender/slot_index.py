@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from esi.extender import (
+from api.extender.wire import (
     ExtenderArgs,
     ExtenderFilterResult,
     ExtenderPreemptionArgs,
@@ -32,8 +32,8 @@ from esi.extender import (
     MetaVictims,
     SchedulingPod,
 )
-from esi.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from esi.testbed import Slot, SlotState
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.resources.testbed import Slot, SlotState
 
 __all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "is_executor", "pod_key"]
 

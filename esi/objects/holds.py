@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from esi.meta import API_VERSION
+from esi.resources.meta import API_VERSION
 
 __all__ = ["HOLDER_UID_LABEL", "HOLD_KIND_LABEL", "Hold", "HoldKind", "hold_manifest", "hold_name", "read_hold"]
 

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from esi.extender import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
-from esi.slot_index import SlotIndex, is_executor, pod_key
+from api.extender.slot_index import SlotIndex, is_executor, pod_key
+from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
 
 __all__ = ["BindingRecorder", "router", "slot_index"]
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from esi.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
+from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
 
 __all__ = [
     "MAX_RUNS",

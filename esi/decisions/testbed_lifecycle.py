@@ -5,7 +5,7 @@ Testbed's own pods (ghosts and executors, with the slot id each carries) and the
 have recorded; ``decide_testbed`` returns the next status (the slot table), the ghost pods to create and
 delete, and the events to emit.
 
-Slots and ids come from ``esi.layout``. Ids that work depends on stay put: a slot that an executor is in,
+Slots and ids come from ``esi.decisions.layout``. Ids that work depends on stay put: a slot that an executor is in,
 or that a Scheduling reserved, keeps the place the previous status gave it (or, if the status does not
 know it, a place on the node its executor runs on). Every other slot is numbered afresh, interleaved, so
 ids are 0..n-1 whenever no work pins them. Free slots may therefore be renumbered when nodes join or
@@ -48,10 +48,10 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
-from esi.layout import NodeLabels, SlotPlace, layout_slots
-from esi.meta import ConditionStatus, find_condition, set_conditions
-from esi.quantity import Quantity
-from esi.testbed import Slot, SlotCounts, SlotState, TestbedSpec, TestbedState, TestbedStatus
+from esi.decisions.layout import NodeLabels, SlotPlace, layout_slots
+from esi.resources.meta import ConditionStatus, find_condition, set_conditions
+from esi.resources.quantity import Quantity
+from esi.resources.testbed import Slot, SlotCounts, SlotState, TestbedSpec, TestbedState, TestbedStatus
 
 __all__ = [
     "FINISHED_PHASES",

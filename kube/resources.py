@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lightkube.generic_resource import create_namespaced_resource
 
-from esi.meta import GROUP, VERSION
+from esi.resources.meta import GROUP, VERSION
 
 __all__ = ["BatchJobResource", "SchedulingResource", "TestbedResource"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from esi.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.quantity import Quantity, QuantityError
-from esi.testbed_states import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
+from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
+from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.resources.quantity import Quantity, QuantityError
 
 __all__ = ["GHOST_IMAGE", "ghost_name", "ghost_pod", "node_view", "pod_requests", "pod_view"]
 

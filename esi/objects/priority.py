@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esi.names import EXECUTOR_PRIORITY, EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY, GHOST_PRIORITY_CLASS
+from esi.objects.names import EXECUTOR_PRIORITY, EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY, GHOST_PRIORITY_CLASS
 
 __all__ = ["priority_classes"]
 

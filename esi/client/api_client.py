@@ -4,7 +4,7 @@ A scheduler author's whole loop, with the original's example scheduler in mind (
 all its slots, because slot ids interleave across nodes)::
 
     import os
-    from esi.client import EsiClient
+    from esi.client.api_client import EsiClient
 
     with EsiClient("http://127.0.0.1:8082", token=os.environ.get("ESI_TOKEN")) as esi:
         testbed = esi.testbed("scheduler-slots")
@@ -16,7 +16,7 @@ all its slots, because slot ids interleave across nodes)::
             print(entry.name, run.successful, run.stop - run.start if run.stop else None)
         esi.delete_scheduling("example")
 
-``AsyncEsiClient`` has the same methods as coroutines. Results are the wire models of ``esi.external``.
+``AsyncEsiClient`` has the same methods as coroutines. Results are the wire models of ``esi.wire.rest``.
 The library reads no environment variables: URL, token and namespace are arguments (the CLI reads
 ``ESI_URL``, ``ESI_TOKEN`` and ``ESI_NAMESPACE``).
 
@@ -58,7 +58,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from esi.external import (
+from esi.wire.rest import (
     ApiError,
     ExternalBatchJob,
     ExternalScheduling,
@@ -355,7 +355,7 @@ def _params(call: _Call[Any], namespace: str | None) -> dict[str, str]:
 
 
 class StompMessage(Protocol):
-    """What the client reads of a STOMP message (``esi.stomp.Message`` is one)."""
+    """What the client reads of a STOMP message (``esi.wire.stomp_frames.Message`` is one)."""
 
     @property
     def destination(self) -> str: ...
@@ -376,7 +376,7 @@ class AsyncSubscription(Protocol):
 
 
 class Subscriber(Protocol):
-    """Opens a STOMP subscription: ``esi.stomp_client.subscribe``, or a fake in tests."""
+    """Opens a STOMP subscription: ``esi.client.subscriber.subscribe``, or a fake in tests."""
 
     def __call__(
         self,
@@ -401,24 +401,24 @@ class AsyncSubscriber(Protocol):
     ) -> AbstractAsyncContextManager[AsyncSubscription]: ...
 
 
-# esi.stomp_client is imported on first use: REST-only users never load the WebSocket stack.
+# esi.client.subscriber is imported on first use: REST-only users never load the WebSocket stack.
 def _default_subscriber() -> Subscriber:
-    from esi import stomp_client  # noqa: PLC0415
+    from esi.client import subscriber  # noqa: PLC0415
 
-    return stomp_client.subscribe
+    return subscriber.subscribe
 
 
 def _default_async_subscriber() -> AsyncSubscriber:
-    from esi import stomp_client  # noqa: PLC0415
+    from esi.client import subscriber  # noqa: PLC0415
 
-    return stomp_client.asubscribe
+    return subscriber.asubscribe
 
 
 def _stomp_errors() -> tuple[type[Exception], ...]:
     """How a subscription fails: ``StompError`` from esi's STOMP client; OSError from any other subscriber."""
-    from esi import stomp_client  # noqa: PLC0415
+    from esi.client import subscriber  # noqa: PLC0415
 
-    return (stomp_client.StompError, OSError)
+    return (subscriber.StompError, OSError)
 
 
 def _stomp_failure(url: str, err: Exception) -> EsiError:

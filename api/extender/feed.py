@@ -8,7 +8,7 @@ Two streams, each a LIST followed by a WATCH from the list's resourceVersion, cl
 
 Three layers, so that everything but the network is tested without a cluster:
 
-* ``esi.slot_index.indexed_slots`` — pure: a slot table and a Testbed's ghost pods → the index's slots;
+* ``api.extender.slot_index.indexed_slots`` — pure: a slot table and a Testbed's ghost pods → the index's slots;
 * ``IndexView`` — plain, synchronous: what has been seen so far; writes every change through to the index;
 * ``IndexFeed`` — the async shell: list, watch, relist after ``410 Gone`` at once and after any other error
   with capped exponential backoff; it never gives up and never lets an error out of its task.
@@ -35,12 +35,12 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 from pydantic import TypeAdapter, ValidationError
 
-from api.watching import follow
-from esi.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.slot_index import GhostPod, SlotIndex, indexed_slots
-from esi.testbed import Slot
-from esi.testbed_states import FINISHED_PHASES
-from kube import TestbedResource
+from api.extender.slot_index import GhostPod, SlotIndex, indexed_slots
+from esi.decisions.testbed_lifecycle import FINISHED_PHASES
+from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.resources.testbed import Slot
+from kube.resources import TestbedResource
+from kube.watch import follow
 
 __all__ = ["IndexFeed", "IndexView", "feeding", "status_slots"]
 

@@ -1,4 +1,4 @@
-"""What starts next in a Scheduling: queue and slot-list placement, and the checks made before anything runs."""
+"""What starts next in a Scheduling: queue and slot-list allocation, and the checks made before anything runs."""
 
 from __future__ import annotations
 
@@ -9,24 +9,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esi.placement import (
-    Placement,
-    SlotMode,
-    queue_placements,
+from esi.decisions.allocation import (
+    Allocation,
+    queue_allocations,
     queue_problems,
-    slot_placements,
+    slot_allocations,
     slot_problems,
 )
+from esi.resources.scheduling import SlotMode
 
 # The machine may be busy; hypothesis deadlines would turn slowness into failures that say nothing.
 patient = settings(deadline=None)
 
 SlotList = Sequence[tuple[str, Sequence[int]]]
-Placer = Callable[[Set[str], Set[int]], list[Placement]]
+Placer = Callable[[Set[str], Set[int]], list[Allocation]]
 
 
-def placed(placements: list[Placement]) -> dict[str, set[int]]:
-    return {placement.job: set(placement.slots) for placement in placements}
+def placed(allocations: list[Allocation]) -> dict[str, set[int]]:
+    return {allocation.job: set(allocation.slots) for allocation in allocations}
 
 
 # --- queue ---------------------------------------------------------------------------------------------------
@@ -67,14 +67,14 @@ J3x3 = ["j1", "j2", "j3"] * 3
         pytest.param(["A"], set(), set(), {}, id="no-free-slot"),
     ],
 )
-def test_queue_placement(queue: list[str], started: set[str], free: Set[int], expected: dict[str, set[int]]) -> None:
-    assert placed(queue_placements(queue, started, frozenset(free))) == expected
+def test_queue_allocation(queue: list[str], started: set[str], free: Set[int], expected: dict[str, set[int]]) -> None:
+    assert placed(queue_allocations(queue, started, frozenset(free))) == expected
 
 
-def test_queue_placements_come_in_order_of_first_entry_with_ascending_slots() -> None:
-    placements = queue_placements(["j2", "j1", "j2", "j1"], set(), {3, 2, 1, 0})
+def test_queue_allocations_come_in_order_of_first_entry_with_ascending_slots() -> None:
+    allocations = queue_allocations(["j2", "j1", "j2", "j1"], set(), {3, 2, 1, 0})
 
-    assert placements == [Placement("j2", (0, 2)), Placement("j1", (1, 3))]
+    assert allocations == [Allocation("j2", (0, 2)), Allocation("j1", (1, 3))]
 
 
 # --- slot list -----------------------------------------------------------------------------------------------
@@ -113,12 +113,14 @@ BLOCKED_FIRST: SlotList = [("a", [0, 1]), ("b", [2]), ("c", [3])]
         ),
     ],
 )
-def test_slot_placement(jobs: SlotList, mode: SlotMode, started: set[str], free: Set[int], expected: list[str]) -> None:
-    assert [placement.job for placement in slot_placements(jobs, mode, started, frozenset(free))] == expected
+def test_slot_allocation(
+    jobs: SlotList, mode: SlotMode, started: set[str], free: Set[int], expected: list[str]
+) -> None:
+    assert [allocation.job for allocation in slot_allocations(jobs, mode, started, frozenset(free))] == expected
 
 
-def test_slot_placement_gives_exactly_the_listed_slots_in_ascending_order() -> None:
-    assert slot_placements([("a", [3, 0, 2])], SlotMode.STRICT, set(), set(range(4))) == [Placement("a", (0, 2, 3))]
+def test_slot_allocation_gives_exactly_the_listed_slots_in_ascending_order() -> None:
+    assert slot_allocations([("a", [3, 0, 2])], SlotMode.STRICT, set(), set(range(4))) == [Allocation("a", (0, 2, 3))]
 
 
 # --- problems ------------------------------------------------------------------------------------------------
@@ -262,17 +264,17 @@ slot_lists = st.lists(st.tuples(names, st.lists(any_slot_id, max_size=4)), max_s
 modes = st.sampled_from(SlotMode)
 
 
-def assert_sound(placements: list[Placement], started: Set[str], free: Set[int], demand: dict[str, int]) -> None:
+def assert_sound(allocations: list[Allocation], started: Set[str], free: Set[int], demand: dict[str, int]) -> None:
     """Placements that could all be carried out at once: free slots only, each once, whole gangs, new jobs."""
-    used = [slot for placement in placements for slot in placement.slots]
+    used = [slot for allocation in allocations for slot in allocation.slots]
     assert len(used) == len(set(used)), "a slot was given twice"
     assert set(used) <= set(free), "a slot that is not free was given"
-    jobs = [placement.job for placement in placements]
+    jobs = [allocation.job for allocation in allocations]
     assert len(jobs) == len(set(jobs)), "a job was placed twice"
     assert not set(jobs) & set(started), "a started job was placed again"
-    for placement in placements:
-        assert len(placement.slots) == demand[placement.job], f"{placement.job} did not get its whole gang"
-        assert list(placement.slots) == sorted(placement.slots)
+    for allocation in allocations:
+        assert len(allocation.slots) == demand[allocation.job], f"{allocation.job} did not get its whole gang"
+        assert list(allocation.slots) == sorted(allocation.slots)
 
 
 def first_entries(jobs: SlotList) -> dict[str, list[int]]:
@@ -284,20 +286,20 @@ def first_entries(jobs: SlotList) -> dict[str, list[int]]:
 
 @patient
 @given(queue=queues, started=started_jobs, free=slot_id_sets)
-def test_queue_placements_are_sound(queue: list[str], started: frozenset[str], free: frozenset[int]) -> None:
+def test_queue_allocations_are_sound(queue: list[str], started: frozenset[str], free: frozenset[int]) -> None:
     demand = {job: queue.count(job) for job in queue}
 
-    assert_sound(queue_placements(queue, started, free), started, free, demand)
+    assert_sound(queue_allocations(queue, started, free), started, free, demand)
 
 
 @patient
 @given(jobs=slot_lists, mode=modes, started=started_jobs, free=slot_id_sets)
-def test_slot_placements_are_sound(
+def test_slot_allocations_are_sound(
     jobs: SlotList, mode: SlotMode, started: frozenset[str], free: frozenset[int]
 ) -> None:
     demand = {job: len(slot_ids) for job, slot_ids in first_entries(jobs).items()}
 
-    assert_sound(slot_placements(jobs, mode, started, free), started, free, demand)
+    assert_sound(slot_allocations(jobs, mode, started, free), started, free, demand)
 
 
 @patient
@@ -306,8 +308,8 @@ def test_strict_starts_a_prefix_of_the_waiting_jobs_and_relaxed_continues_it(
     jobs: SlotList, started: frozenset[str], free: frozenset[int]
 ) -> None:
     waiting = [job for job in first_entries(jobs) if job not in started]
-    strict = [placement.job for placement in slot_placements(jobs, SlotMode.STRICT, started, free)]
-    relaxed = [placement.job for placement in slot_placements(jobs, SlotMode.RELAXED, started, free)]
+    strict = [allocation.job for allocation in slot_allocations(jobs, SlotMode.STRICT, started, free)]
+    relaxed = [allocation.job for allocation in slot_allocations(jobs, SlotMode.RELAXED, started, free)]
 
     assert strict == waiting[: len(strict)]
     assert strict == relaxed[: len(strict)]
@@ -318,14 +320,14 @@ def test_strict_starts_a_prefix_of_the_waiting_jobs_and_relaxed_continues_it(
 def test_relaxed_leaves_no_job_waiting_whose_slots_were_still_available(
     jobs: SlotList, started: frozenset[str], free: frozenset[int]
 ) -> None:
-    placements = placed(slot_placements(jobs, SlotMode.RELAXED, started, free))
+    allocations = placed(slot_allocations(jobs, SlotMode.RELAXED, started, free))
     available = set(free)
     for job, slot_ids in first_entries(jobs).items():
         if job in started:
             continue
         can_start = bool(slot_ids) and len(set(slot_ids)) == len(slot_ids) and set(slot_ids) <= available
-        assert (job in placements) == can_start, job
-        available -= placements.get(job, set())
+        assert (job in allocations) == can_start, job
+        available -= allocations.get(job, set())
 
 
 @patient
@@ -336,8 +338,8 @@ def test_which_queue_jobs_start_depends_only_on_how_many_slots_are_free(
     other_free = data.draw(st.frozensets(st.integers(100, 200), min_size=len(free), max_size=len(free)))
 
     assert (
-        placed(queue_placements(queue, started, free)).keys()
-        == placed(queue_placements(queue, started, other_free)).keys()
+        placed(queue_allocations(queue, started, free)).keys()
+        == placed(queue_allocations(queue, started, other_free)).keys()
     )
 
 
@@ -352,20 +354,20 @@ def test_results_do_not_depend_on_set_iteration_order(
 
     orders = [(shuffled(started), shuffled(free)) for _ in range(2)]
 
-    assert len({repr(queue_placements(queue, s, f)) for s, f in orders}) == 1
-    assert len({repr(slot_placements(jobs, mode, s, f)) for s, f in orders}) == 1
+    assert len({repr(queue_allocations(queue, s, f)) for s, f in orders}) == 1
+    assert len({repr(slot_allocations(jobs, mode, s, f)) for s, f in orders}) == 1
 
 
 def run_until_idle(place: Placer, slot_ids: frozenset[int], data: st.DataObject) -> set[str]:
-    """Start what placement returns, let a hypothesis-chosen running job finish, repeat; the jobs started."""
+    """Start what allocation returns, let a hypothesis-chosen running job finish, repeat; the jobs started."""
     free = set(slot_ids)
     started: set[str] = set()
     running: dict[str, set[int]] = {}
     while True:
-        for placement in place(frozenset(started), frozenset(free)):
-            started.add(placement.job)
-            running[placement.job] = set(placement.slots)
-            free -= running[placement.job]
+        for allocation in place(frozenset(started), frozenset(free)):
+            started.add(allocation.job)
+            running[allocation.job] = set(allocation.slots)
+            free -= running[allocation.job]
         if not running:
             return started
         finished = data.draw(st.sampled_from(sorted(running)), label="finishes")
@@ -377,7 +379,7 @@ def run_until_idle(place: Placer, slot_ids: frozenset[int], data: st.DataObject)
 def test_queue_starts_every_job_eventually_exactly_when_no_problem_is_reported(
     queue: list[str], slot_ids: frozenset[int], data: st.DataObject
 ) -> None:
-    started = run_until_idle(lambda s, f: queue_placements(queue, s, f), slot_ids, data)
+    started = run_until_idle(lambda s, f: queue_allocations(queue, s, f), slot_ids, data)
 
     assert (started == set(queue)) == (not queue_problems(queue, slot_ids))
 
@@ -398,7 +400,7 @@ def test_slot_list_without_problems_starts_every_job_eventually(
     jobs, slot_ids = scheduling
     assert slot_problems(jobs, slot_ids) == []
 
-    started = run_until_idle(lambda s, f: slot_placements(jobs, mode, s, f), slot_ids, data)
+    started = run_until_idle(lambda s, f: slot_allocations(jobs, mode, s, f), slot_ids, data)
 
     assert started == {job for job, _ in jobs}
 
@@ -408,7 +410,7 @@ def test_slot_list_without_problems_starts_every_job_eventually(
 def test_slot_list_jobs_that_never_start_are_reported(
     jobs: SlotList, slot_ids: frozenset[int], mode: SlotMode, data: st.DataObject
 ) -> None:
-    started = run_until_idle(lambda s, f: slot_placements(jobs, mode, s, f), slot_ids, data)
+    started = run_until_idle(lambda s, f: slot_allocations(jobs, mode, s, f), slot_ids, data)
 
     if started != {job for job, _ in jobs}:
         assert slot_problems(jobs, slot_ids)

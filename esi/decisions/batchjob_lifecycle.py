@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from esi.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
-from esi.meta import set_conditions
+from esi.resources.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
+from esi.resources.meta import set_conditions
 
 __all__ = [
     "ApplicationPhase",

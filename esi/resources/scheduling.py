@@ -3,7 +3,7 @@
 ``queueBased``: job references in order; a job named k times needs k executors (k slots); entries map in
 order onto the free slots, and a job starts only when all its executors can (gang). ``slotBased``: each job
 names its slot ids; ``strict`` starts jobs in order without overtaking, ``relaxed`` starts any job whose
-slots are all free. (``esi.placement`` decides; this module only describes.)
+slots are all free. (``esi.decisions.allocation`` decides; this module only describes.)
 
 A Scheduling holds its Testbed and its jobs exclusively while it lives. The slots it gives a job are
 recorded in its status the moment they are decided, so every reader sees them reserved at once.
@@ -17,8 +17,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from esi.meta import API_VERSION, EsiModel, ObjectMeta, ObjectReference, ReconciledStatus
-from esi.placement import SlotMode
+from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ObjectReference, ReconciledStatus
 
 __all__ = [
     "MAX_QUEUE",
@@ -32,12 +31,22 @@ __all__ = [
     "SchedulingStatus",
     "SlotBased",
     "SlotJob",
+    "SlotMode",
 ]
 
 MAX_QUEUE = 4096
 # The CEL rule that keeps slotBased job names distinct compares every pair; the API server refuses a CRD
 # whose worst-case rule cost is too high, and 256 jobs is what fits its budget.
 MAX_SLOT_JOBS = 256
+
+
+class SlotMode(StrEnum):
+    """How jobs of a slot list may overtake each other."""
+
+    STRICT = "strict"
+    """Jobs start in list order: a job whose slots are busy holds back every job after it."""
+    RELAXED = "relaxed"
+    """Any job whose slots are all free starts, even ahead of earlier jobs that still wait."""
 
 
 class SlotJob(EsiModel):

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from esi.client import (
+from esi.client.api_client import (
     ApiStatusError,
     EsiClient,
     EsiConnectionError,
@@ -40,7 +40,8 @@ from esi.client import (
     Unauthorized,
     topic,
 )
-from esi.external import (
+from esi.resources.scheduling import Scheduling
+from esi.wire.rest import (
     ExternalBatchJob,
     ExternalScheduledEvent,
     ExternalScheduling,
@@ -50,7 +51,6 @@ from esi.external import (
     Overview,
     external_scheduling,
 )
-from esi.scheduling import Scheduling
 
 __all__ = ["DEFAULT_URL", "Connector", "ManifestError", "Output", "app", "main", "scheduling_request", "slot_grid"]
 

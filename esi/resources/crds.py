@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from esi.batchjob import BatchJobSpec, BatchJobStatus
-from esi.meta import GROUP, VERSION
-from esi.scheduling import SchedulingSpec, SchedulingStatus
-from esi.testbed import TestbedSpec, TestbedStatus
+from esi.resources.batchjob import BatchJobSpec, BatchJobStatus
+from esi.resources.meta import GROUP, VERSION
+from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
+from esi.resources.testbed import TestbedSpec, TestbedStatus
 
 __all__ = ["DEFINITIONS", "CrdDefinition", "crd", "structural_schema"]
 

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from esi.batchjob import BatchJob, BatchJobState, RunRecord
-from esi.meta import Condition, EsiModel, ObjectReference
-from esi.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
-from esi.testbed import SlotState, Testbed, TestbedState
+from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
+from esi.resources.meta import Condition, EsiModel, ObjectReference
+from esi.resources.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
+from esi.resources.testbed import SlotState, Testbed, TestbedState
 
 __all__ = [
     "ApiError",

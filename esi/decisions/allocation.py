@@ -1,20 +1,20 @@
 """What starts next in a Scheduling: which of its not-yet-started jobs get which slots right now.
 
-A Scheduling states its decision in one of two ways, and each has a placement function here:
+A Scheduling states its decision in one of two ways, and each has an allocation function here:
 
 - a **queue** of job names, a name repeated k times meaning that job runs k executors in k slots
-  (`queue_placements`). Queue entries map in order onto the free slots in ascending id order, so the
+  (`queue_allocations`). Queue entries map in order onto the free slots in ascending id order, so the
   scheduling algorithm controls co-location through positions: with the testbed's interleaved slot ids,
   consecutive entries land on different nodes. A job starts only when every one of its entries has a slot
   (gang start), and a job that cannot start keeps its positions, so later jobs neither overtake it into
   those slots nor shift onto other nodes than the algorithm intended.
-- an explicit **slot list** per job (`slot_placements`): a job starts only with exactly the slots it lists;
+- an explicit **slot list** per job (`slot_allocations`): a job starts only with exactly the slots it lists;
   in `SlotMode.STRICT` no job overtakes an earlier one that is still waiting, in `SlotMode.RELAXED` any job
   whose slots are free may start.
 
 `queue_problems` and `slot_problems` check a decision against the testbed before anything runs and
 describe, in sentences meant for a Scheduling's condition message, why a job could never start. When
-they report nothing, every job of the Scheduling is eventually started by the placement functions, as
+they report nothing, every job of the Scheduling is eventually started by the allocation functions, as
 long as slots keep returning once jobs finish.
 
 Everything here works on plain values (job names, global slot ids) and is deterministic: results never
@@ -34,14 +34,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
-from enum import StrEnum
+
+from esi.resources.scheduling import SlotMode
 
 __all__ = [
-    "Placement",
-    "SlotMode",
-    "queue_placements",
+    "Allocation",
+    "queue_allocations",
     "queue_problems",
-    "slot_placements",
+    "slot_allocations",
     "slot_problems",
 ]
 
@@ -49,24 +49,15 @@ __all__ = [
 _SHOWN_QUEUE_ENTRIES = 12
 
 
-class SlotMode(StrEnum):
-    """How jobs of a slot list may overtake each other."""
-
-    STRICT = "strict"
-    """Jobs start in list order: a job whose slots are busy holds back every job after it."""
-    RELAXED = "relaxed"
-    """Any job whose slots are all free starts, even ahead of earlier jobs that still wait."""
-
-
 @dataclass(frozen=True, slots=True)
-class Placement:
+class Allocation:
     """One job to start now, with the global ids of the slots its executors go into (ascending)."""
 
     job: str
     slots: tuple[int, ...]
 
 
-def queue_placements(queue: Sequence[str], started: Set[str], free: Set[int]) -> list[Placement]:
+def queue_allocations(queue: Sequence[str], started: Set[str], free: Set[int]) -> list[Allocation]:
     """The jobs of a queue that start now, in order of their first entry, each with one slot per entry.
 
     `started` holds the jobs of this Scheduling that were already started (they run at most once, so their
@@ -80,15 +71,15 @@ def queue_placements(queue: Sequence[str], started: Set[str], free: Set[int]) ->
     # Every job keeps its own positions whether it starts or not: handing a waiting job's positions to a
     # later job would move that later job onto slots (and nodes) the algorithm did not choose for it.
     return [
-        Placement(job, tuple(free_slots[position] for position in positions))
+        Allocation(job, tuple(free_slots[position] for position in positions))
         for job, positions in pending_positions.items()
         if positions[-1] < len(free_slots)
     ]
 
 
-def slot_placements(
+def slot_allocations(
     jobs: Sequence[tuple[str, Sequence[int]]], mode: SlotMode, started: Set[str], free: Set[int]
-) -> list[Placement]:
+) -> list[Allocation]:
     """The jobs of a slot list that start now, in list order, each on exactly the slots it lists.
 
     A job starts only when all of its slots are free and none of them went to an earlier job in this same
@@ -97,7 +88,7 @@ def slot_placements(
     """
     available = set(free)
     considered: set[str] = set()
-    placements: list[Placement] = []
+    allocations: list[Allocation] = []
     for job, slot_ids in jobs:
         if job in started or job in considered:
             continue
@@ -106,10 +97,10 @@ def slot_placements(
         # Equal lengths rule out a slot listed twice: two executors can never share one slot.
         if wanted and len(wanted) == len(slot_ids) and wanted <= available:
             available -= wanted
-            placements.append(Placement(job, tuple(sorted(wanted))))
+            allocations.append(Allocation(job, tuple(sorted(wanted))))
         elif mode == SlotMode.STRICT:
             break
-    return placements
+    return allocations
 
 
 def queue_problems(queue: Sequence[str], slot_ids: Set[int]) -> list[str]:
@@ -171,8 +162,8 @@ def _never_started(queue: Sequence[str], capacity: int) -> list[str]:
     """
     all_free = frozenset(range(capacity))
     started: set[str] = set()
-    while placements := queue_placements(queue, started, all_free):
-        started.update(placement.job for placement in placements)
+    while allocations := queue_allocations(queue, started, all_free):
+        started.update(allocation.job for allocation in allocations)
     return [job for job in queue if job not in started]
 
 

@@ -36,7 +36,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as sync_connect
 from websockets.typing import Subprotocol
 
-from esi.stomp import (
+from esi.wire.stomp_frames import (
     DEFAULT_MAX_FRAME_BYTES,
     Frame,
     FrameParser,

@@ -1,0 +1,70 @@
+"""esi's Python client for scheduler authors: REST for reading and deciding, STOMP for waiting.
+
+``EsiClient`` / ``AsyncEsiClient`` (``esi.client.api_client``) cover every route of the external API and
+return the wire models of ``esi.wire.rest``; ``esi.client.subscriber`` subscribes to esi's STOMP topics;
+``esi.client.cli`` is the ``esi`` command. Installing ``esi`` without extras brings exactly these.
+"""
+
+from esi.client.api_client import (
+    Action,
+    ApiStatusError,
+    AsyncEsiClient,
+    AsyncSubscriber,
+    AsyncSubscription,
+    AsyncWatch,
+    Conflict,
+    EsiClient,
+    EsiConnectionError,
+    EsiError,
+    Event,
+    Forbidden,
+    Invalid,
+    Kind,
+    NotFound,
+    Resource,
+    ResourceDeleted,
+    StompMessage,
+    Submitted,
+    Subscriber,
+    Subscription,
+    SubscriptionRefused,
+    Unauthorized,
+    Unavailable,
+    UnexpectedResponse,
+    WaitTimeout,
+    Watch,
+    topic,
+)
+from esi.client.subscriber import StompError
+
+__all__ = [
+    "Action",
+    "ApiStatusError",
+    "AsyncEsiClient",
+    "AsyncSubscriber",
+    "AsyncSubscription",
+    "AsyncWatch",
+    "Conflict",
+    "EsiClient",
+    "EsiConnectionError",
+    "EsiError",
+    "Event",
+    "Forbidden",
+    "Invalid",
+    "Kind",
+    "NotFound",
+    "Resource",
+    "ResourceDeleted",
+    "StompError",
+    "StompMessage",
+    "Submitted",
+    "Subscriber",
+    "Subscription",
+    "SubscriptionRefused",
+    "Unauthorized",
+    "Unavailable",
+    "UnexpectedResponse",
+    "WaitTimeout",
+    "Watch",
+    "topic",
+]

@@ -1,0 +1,7 @@
+"""The Kubernetes objects esi creates, as plain manifests, and how esi reads them back.
+
+``names`` holds the labels, priority classes and scheduler name every component must agree on;
+``ghosts`` the ghost pods that hold free slots; ``applications`` the SparkApplication or FlinkDeployment of
+a run; ``holds`` the Leases by which a Scheduling holds its Testbed and jobs; ``priority`` the two
+PriorityClasses.
+"""
