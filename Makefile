@@ -31,7 +31,7 @@ status: venv ## the local stack's outputs again (API URL, token, kubeconfig)
 tools: ## build the missing binaries (Kubernetes, etcd, KWOK, Pulumi) into the cache; free when cached
 	$(PYTHON) -m infra.toolchain ensure
 
-venv: $(VENV_STAMP) ## the project's virtualenv with every pinned dependency
+venv: $(VENV_STAMP) ## the project's virtualenv: esi editable with every extra (.[dev]), all pinned
 
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,9 +52,10 @@ unit: venv ## unit tests only (no cluster)
 integration: tools venv browser ## integration tests only (one shared local cluster)
 	$(BIN)/pytest -n $(WORKERS) tests/integration $(PYTEST_ARGS)
 
-lint: venv ## ruff lint and format check
+lint: venv ## ruff lint and format check; the import contracts of .importlinter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: venv ## mypy --strict
 	$(BIN)/mypy

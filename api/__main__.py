@@ -3,8 +3,9 @@
 Two listeners in one process: the external scheduler API (REST, STOMP, docs, health, metrics) on
 ``--host``/``--port``, and the scheduler extender on ``--extender-host``/``--extender-port`` (no bearer token
 is possible there: keep it where only the second kube-scheduler reaches it). Both follow the cluster by
-watches. Without ``--kubeconfig`` the configuration is found as kubectl would: in-cluster service account,
-``$KUBECONFIG`` or ``~/.kube/config``.
+watches; Testbeds, which both read, by one stream the process runs for the two. Without ``--kubeconfig``
+the configuration is found as kubectl would: in-cluster service account, ``$KUBECONFIG`` or
+``~/.kube/config``.
 
 Tokens: with ``--token-file``, one static token (created there, mode 0600, if missing) — the local stack;
 without, Kubernetes decides (TokenReview + SubjectAccessReview against RBAC on the esi resources).
@@ -24,9 +25,12 @@ from pathlib import Path
 import uvicorn
 from lightkube import AsyncClient, ConfigError, KubeConfig
 
-from api.app import create_api_app, create_extender_app
+from api.app import create_api_app
 from api.auth import Authenticator, KubernetesAuth, StaticToken
+from api.extender.app import create_extender_app
 from api.logs import configure
+from kube.resources import TestbedResource
+from kube.watch import Stream, streaming
 
 __all__ = ["main", "parser"]
 
@@ -78,10 +82,16 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
         client = AsyncClient(config=config)
         authenticator = KubernetesAuth(client)
         closing.append(client.close)
+    testbeds = Stream("testbeds", TestbedResource)
     api = create_api_app(
-        authenticator, namespace=args.namespace, kube_config=config, stomp_buffer=args.stomp_buffer, closing=closing
+        authenticator,
+        namespace=args.namespace,
+        kube_config=config,
+        stomp_buffer=args.stomp_buffer,
+        closing=closing,
+        testbed_stream=testbeds,
     )
-    extender = create_extender_app(kube_config=config)
+    extender = create_extender_app(kube_config=config, testbed_stream=testbeds)
     servers = [
         _Server(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, log_level=args.log_level))
         for app, host, port in ((api, args.host, args.port), (extender, args.extender_host, args.extender_port))
@@ -101,7 +111,12 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
         args.extender_host,
         args.extender_port,
     )
-    await asyncio.gather(*(server.serve() for server in servers))
+    client = AsyncClient(config=config)
+    try:
+        async with streaming([testbeds], client):
+            await asyncio.gather(*(server.serve() for server in servers))
+    finally:
+        await client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,12 +1,14 @@
 """The API's picture of the cluster: Testbeds, BatchJobs and Schedulings of every namespace, from watches.
 
-REST answers and STOMP notifications come from here, never from a LIST per request (design rule 7). Two
-layers, so that everything but the network is tested without a cluster:
+REST answers and STOMP notifications come from here, never from a LIST per request; the cache is rebuilt
+from watches and never authoritative (docs/design.md#level-triggered-reconcilers). Two layers, so that
+everything but the network is tested without a cluster:
 
 * ``Store`` / ``ResourceCache`` — plain and synchronous: what has been seen of each kind, as validated esi
   models, and a ``Change`` to every listener whenever an object appears, changes or goes;
-* ``following`` — the async shell: one LIST + WATCH stream per kind (``kube.watch.follow``: relist after
-  410 or errors), cluster-wide.
+* ``following`` — the async shell: one LIST + WATCH stream per kind (``kube.watch.Stream``: relist after
+  410 or errors), cluster-wide. The Testbed stream of ``python -m api`` is the process's one, shared with
+  the extender's index: the store is then told by it instead (``elsewhere``).
 
 A write made through the API is put into the cache at once (``Store.observed`` with the object the API
 server returned), so a client reads its own writes; the watch event of the same version changes nothing.
@@ -16,24 +18,23 @@ status written by another version of esi) is left out with a warning, not served
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar
 
-from lightkube import ALL_NS, AsyncClient
-from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource
+from lightkube import AsyncClient
 from pydantic import ValidationError
 
 from esi.resources.batchjob import BatchJob
 from esi.resources.scheduling import Scheduling
 from esi.resources.testbed import Testbed
+from esi.wire.rest import field_problems
 from kube.resources import BatchJobResource, SchedulingResource, TestbedResource
-from kube.watch import follow
+from kube.watch import Stream, streaming
 
-__all__ = ["Action", "Change", "Key", "Kind", "Listener", "ResourceCache", "Store", "following", "plain"]
+__all__ = ["Action", "Change", "Key", "Kind", "Listener", "ResourceCache", "Store", "following", "stream_of"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ Action = Literal["ADDED", "MODIFIED", "DELETED"]
 Model = TypeVar("Model", Testbed, BatchJob, Scheduling)
 Key = tuple[str, str]  # (namespace, name)
 
-LIST_CHUNK: Final = 500
 MEMO_LIMIT: Final = 1024
 
 
@@ -130,6 +130,7 @@ class Store(Generic[Model]):
             resource: Model = self._model.model_validate(raw)
         except ValidationError as err:
             metadata = raw.get("metadata") or {}
+            first = field_problems(err, whole="(object)")[0]
             log.warning(
                 "%s %s/%s is left out: it does not read as esi's %s (%d problems, first: %s at %s)",
                 self.kind,
@@ -137,8 +138,8 @@ class Store(Generic[Model]):
                 metadata.get("name"),
                 self._model.__name__,
                 err.error_count(),
-                err.errors()[0]["msg"],
-                ".".join(str(p) for p in err.errors()[0]["loc"]),
+                first.problem,
+                first.field,
             )
             return None
         return resource
@@ -194,42 +195,18 @@ class ResourceCache:
 _RESOURCES: Final = {"testbeds": TestbedResource, "jobs": BatchJobResource, "schedulings": SchedulingResource}
 
 
-async def _follow_store(client: AsyncClient, store: Store[Any]) -> None:
-    resource = _RESOURCES[store.kind]
-
-    async def relist() -> str:
-        listing = client.list(resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
-        store.listed([plain(item) async for item in listing])
-        return listing.resourceVersion
-
-    async def watch(version: str) -> None:
-        item: GenericNamespacedResource
-        async for event, item in client.watch(resource, namespace=ALL_NS, resource_version=version):
-            if event == "DELETED":
-                store.deleted(plain(item))
-            elif event in ("ADDED", "MODIFIED"):
-                store.observed(plain(item))
-
-    await follow(store.kind, relist, watch)
-
-
-def plain(item: GenericNamespacedResource | GenericGlobalResource) -> dict[str, Any]:
-    """An object lightkube returned, as the plain JSON-like dict the API server sent."""
-    plain: dict[str, Any] = item.to_dict()  # type: ignore[no-untyped-call]  # lightkube leaves it untyped
-    return plain
+def stream_of(store: Store[Any]) -> Stream:
+    """A stream of the store's kind, cluster-wide, with the store as its first consumer."""
+    stream = Stream(store.kind, _RESOURCES[store.kind])
+    stream.tell(store)
+    return stream
 
 
 @contextlib.asynccontextmanager
-async def following(cache: ResourceCache, client: AsyncClient) -> AsyncIterator[ResourceCache]:
-    """Keeps ``cache`` in step with the cluster of ``client`` while the context is open."""
-    tasks = [
-        asyncio.create_task(_follow_store(client, store), name=f"esi-cache-{store.kind}") for store in cache.stores
-    ]
-    try:
+async def following(
+    cache: ResourceCache, client: AsyncClient, *, elsewhere: Collection[Kind] = ()
+) -> AsyncIterator[ResourceCache]:
+    """Keeps ``cache`` in step with the cluster of ``client`` while the context is open; the kinds in
+    ``elsewhere`` come from streams the process runs for more than the cache (``Stream.tell`` their store)."""
+    async with streaming([stream_of(store) for store in cache.stores if store.kind not in elsewhere], client):
         yield cache
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -45,7 +45,6 @@ API_LATENCY: Final = Histogram(
 EXTENDER_LATENCY: Final = Histogram(
     "esi_extender_request_duration_seconds", "Scheduler extender calls", ["method", "route", "status"], buckets=_BUCKETS
 )
-_NOT_STARTED: Final = frozenset({JobState.WAITING, JobState.RESERVED})
 
 
 class RequestObserver:
@@ -112,7 +111,7 @@ class CacheCollector(Collector):
             counts = Counter(p.state for p in progress)
             for state in JobState:
                 jobs.add_metric([*names, state.value], counts[state])
-            queued.add_metric(names, sum(counts[s] for s in _NOT_STARTED))
+            queued.add_metric(names, sum(counts[s] for s in JobState if s.queued))
         yield jobs
         yield queued
 

@@ -1,13 +1,13 @@
-"""From cache changes to STOMP messages, on the original's topics and in its payloads (reference §7.3).
+"""From cache changes to STOMP messages, on the original ESI's topics and in its payloads.
 
 For every change of a Testbed, BatchJob or Scheduling in a namespace:
 
 * ``/topic/<kind>`` gets ``{"action": ..., "resource": "<name>"}``;
 * ``/topic/<kind>/<name>`` gets ``{"action": ..., "resource": <its external view>}``,
 
-``<kind>`` being ``testbeds``, ``jobs`` or ``schedulings``. Unlike the original, a MODIFIED that leaves the
-external view as it was (a status write of a field the view does not show) is not sent: subscribers hear of
-what they can see change, not of every write.
+``<kind>`` being ``testbeds``, ``jobs`` or ``schedulings`` (docs/compatibility.md#stomp-topics). A MODIFIED
+that leaves the external view as it was (a status write of a field the view does not show) is not sent:
+subscribers hear of what they can see change, not of every write (docs/compatibility.md#stomp).
 """
 
 from __future__ import annotations

@@ -25,12 +25,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from lightkube import ApiError as KubeApiError
-from pydantic import ValidationError
 
 from api.auth import AuthUnavailable, Refusal
-from esi.wire.rest import ApiError, FieldProblem
+from esi.resources.meta import EsiModel
+from esi.wire.rest import ApiError, FieldProblem, field_problems
 
-__all__ = ["Problem", "field_problems", "install", "problem_response", "refusal_responses"]
+__all__ = ["ErrorBody", "Problem", "install", "not_found", "problem_response", "refusal_responses", "refusals"]
 
 
 class Problem(Exception):
@@ -43,25 +43,32 @@ class Problem(Exception):
         self.errors = list(errors)
 
 
+def not_found(kind: str, name: str, namespace: str) -> Problem:
+    return Problem(404, f"Not found: {kind} {name} in namespace {namespace}")
+
+
+class ErrorBody(EsiModel):
+    detail: ApiError
+
+
+def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """A route's refusals for its OpenAPI description: those of every route (401, 403, 422, 503) and ``codes``."""
+    meaning = {
+        401: "No or an unknown bearer token",
+        403: "The token's user may not do this in this namespace",
+        404: "No such object in this namespace",
+        409: "A conflicting change (e.g. the Scheduling is being deleted)",
+        422: "The body or a parameter is invalid; `errors` names each field",
+        503: "The Kubernetes API could not be asked",
+    }
+    return {code: {"model": ErrorBody, "description": meaning[code]} for code in (401, 403, 422, 503, *codes)}
+
+
 def problem_response(
     status: int, message: str, errors: Sequence[FieldProblem] = (), headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     body = ApiError(message=message, errors=list(errors)).model_dump(mode="json")
     return JSONResponse({"detail": body}, status_code=status, headers=dict(headers or {}))
-
-
-def field_problems(errors: Iterable[Mapping[str, Any]], *, skip: int = 0, prefix: str = "") -> list[FieldProblem]:
-    """pydantic's errors as field problems; ``skip`` drops leading location parts (FastAPI's ``body``)."""
-    problems = []
-    for error in errors:
-        location = ".".join(str(part) for part in tuple(error.get("loc", ()))[skip:])
-        problems.append(
-            FieldProblem(
-                field=prefix + location if location else prefix.rstrip(".") or "(body)",
-                problem=str(error.get("msg", "invalid")),
-            )
-        )
-    return problems
 
 
 def _summary(problems: Sequence[FieldProblem], what: str) -> str:
@@ -118,7 +125,3 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(AuthUnavailable, _auth_unavailable)
     app.add_exception_handler(KubeApiError, _kubernetes_refused)
     app.add_exception_handler(httpx2.HTTPError, _kubernetes_unreachable)
-
-
-def validation_problems(err: ValidationError, prefix: str = "") -> list[FieldProblem]:
-    return field_problems(err.errors(), prefix=prefix)

@@ -1,5 +1,6 @@
 """STOMP 1.2 over WebSocket at ``/scheduler``: where external schedulers hear of Testbed, BatchJob and
-Scheduling changes as they happen (reference §7.3), instead of polling the REST API.
+Scheduling changes as they happen, instead of polling the REST API; the topics and payloads are the original
+ESI's (docs/compatibility.md#stomp-topics).
 
 ``Broker`` keeps the subscriptions; ``router`` is the WebSocket endpoint that serves one session per
 connection. Clients only subscribe: esi has no application destinations, so SEND is refused.
@@ -77,7 +78,7 @@ Authenticate = Callable[[str | None], Awaitable[Principal]]
 Authorize = Callable[[Principal, str, str, str], Awaitable[None]]
 
 SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp")
-# Topic name → the esi resource a subscriber must be allowed to watch; the original called BatchJobs "jobs".
+# Topic name → the esi resource a subscriber must be allowed to watch; topics say "jobs" for BatchJobs.
 TOPIC_RESOURCES = {"testbeds": "testbeds", "jobs": "batchjobs", "schedulings": "schedulings"}
 _DESTINATION = re.compile(r"/topic/(?P<topic>[a-z]+)(?:/(?P<name>[^/]+))?")
 _DESTINATIONS_HELP = "/topic/testbeds, /topic/jobs, /topic/schedulings, or one of those followed by /<name>"

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from api.app import create_extender_app
+from api.extender.app import create_extender_app
 from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.threaded import serve_in_thread
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL

@@ -15,8 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
+from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
 
 LABEL = "esi.bench/node-id"
@@ -40,7 +42,7 @@ def _counts(cluster: LocalCluster) -> tuple[int, str]:
         "-n",
         "default",
         "-l",
-        "esi.tu-berlin.de/role=ghost",
+        f"{ROLE_LABEL}={ROLE_GHOST}",
         "--field-selector=status.phase=Running",
         "-o",
         "name",
@@ -67,7 +69,7 @@ def run(nodes: int, per_node: int) -> None:
         )
         time.sleep(3)  # let the operator list and watch before the clock starts; it is not what is measured
         testbed = {
-            "apiVersion": "esi.tu-berlin.de/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": "Testbed",
             "metadata": {"name": "big", "namespace": "default"},
             "spec": {"nodeLabel": LABEL, "slotsPerNode": per_node, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},

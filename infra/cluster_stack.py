@@ -31,7 +31,6 @@ anything half-way.
 
 from __future__ import annotations
 
-import copy
 import http.client
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +46,7 @@ from esi.objects.applications import FLINK, SPARK
 from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
-from esi.resources.meta import GROUP
+from esi.resources.meta import GROUP, deep_merged, part_of_esi
 from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 
 __all__ = [
@@ -93,7 +92,7 @@ ESI_UID: Final = 10001  # the user the Dockerfile creates
 NONROOT_UID: Final = 65532  # the "nonroot" user of the distroless base of Kubernetes' images
 SCHEDULER_CONFIG_DIR: Final = "/etc/esi-scheduler"
 PATCH_FORCE: Final = {"pulumi.com/patchForce": "true"}
-PART_OF: Final = {"app.kubernetes.io/part-of": "esi"}
+PART_OF: Final = part_of_esi()
 
 SPARK_OPERATOR_REPO: Final = "https://kubeflow.github.io/spark-operator"
 FLINK_OPERATOR_REPO: Final = "https://downloads.apache.org/flink/flink-kubernetes-operator-{version}/"
@@ -254,18 +253,8 @@ def _chart(default: HelmChart, value: Any, for_version: Callable[[str], HelmChar
         str(value.get("repo") or chart.repo),
         chart.version,
         str(value.get("namespace") or chart.namespace),
-        _merged(chart.values, values),
+        deep_merged(chart.values, values),
     )
-
-
-def _merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
-            result[key] = _merged(result[key], value)
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
 
 
 # -------------------------------------------------------------------------------------------- permissions
@@ -311,7 +300,7 @@ OPERATORS: Final = Permissions(
     cluster_rules=(
         # kopf patches its finalizer and progress annotations onto the objects it handles.
         Rule((GROUP,), _ESI_KINDS, (*_READ, "patch")),
-        # Each reconciler writes its own status (operators/common.py write_status: a JSON patch).
+        # Each reconciler writes its own status (kube/writes.py write_status: a JSON patch).
         Rule((GROUP,), tuple(f"{kind}/status" for kind in _ESI_KINDS), ("get", "patch")),
         # Ghost pods and applications are owned by their Testbed/BatchJob with blockOwnerDeletion, which the
         # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the finalizers.

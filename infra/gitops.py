@@ -27,6 +27,7 @@ from esi.resources.batchjob import BatchJob
 from esi.resources.meta import API_VERSION
 from esi.resources.scheduling import Scheduling
 from esi.resources.testbed import Testbed
+from esi.wire.rest import field_problems
 
 __all__ = ["ManifestError", "Manifests", "committed_objects"]
 
@@ -87,7 +88,7 @@ def committed_objects(directory: Path, default_namespace: str) -> list[Committed
         try:
             _MODELS[str(kind)].model_validate(manifest)
         except ValidationError as err:
-            fields = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+            fields = "; ".join(f"{p.field}: {p.problem}" for p in field_problems(err, whole="(manifest)"))
             problems.append(f"{source}: {kind} {manifest['metadata'].get('name')}: {fields}")
             continue
         if "status" in manifest:

@@ -2,7 +2,7 @@
 
 ``scheduler_configuration`` is pure: the same KubeSchedulerConfiguration goes into a file for a local
 process and, on a real cluster, into the ConfigMap of the scheduler's Deployment. The settings that matter
-(ARCHITECTURE.md, design rule 8): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
+(docs/design.md#second-scheduler): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
 nodes the slot's node may never be offered to the extender; raised client qps/burst; the extender with
 filter and preempt verbs and ``nodeCacheCapable``.
 """

@@ -2,8 +2,8 @@
 
 Nothing here is downloaded from a release page: every tool is compiled from the Go module proxy by a
 recipe in ``tools/recipes/<tool>.sh`` (contract in ``tools/recipes/lib.sh``). Versions come from one
-place, ``pyproject.toml``: the ``pulumi`` and ``pulumi-kubernetes`` dependency pins and the
-``[tool.esi.toolchain]`` table.
+place, ``pyproject.toml``: the exact pins of ``pulumi`` and ``pulumi-kubernetes`` (in the ``infra`` extra)
+and the ``[tool.esi.toolchain]`` table.
 
 Each tool is installed into ``<cache>/<tool>-<version>-<recipe digest>/bin``; the directory appears only
 when its recipe succeeded, so an interrupted build is simply resumed (the recipe's scratch directory, the
@@ -87,10 +87,17 @@ TOOLS: tuple[Tool, ...] = (
 
 
 def load_pins(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str, str]:
-    """Every pinned version: the toolchain table plus the exact pins of pulumi and pulumi-kubernetes."""
+    """Every pinned version: the toolchain table plus the exact pins of pulumi and pulumi-kubernetes.
+
+    The pins are looked for in the dependencies and in every extra, wherever the project keeps them.
+    """
     data = tomllib.loads(pyproject.read_text())
     pins = {str(k): str(v) for k, v in data["tool"]["esi"]["toolchain"].items()}
-    for requirement in data["project"]["dependencies"]:
+    project = data["project"]
+    requirements = [*project.get("dependencies", [])]
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements.extend(extra)
+    for requirement in requirements:
         match = re.fullmatch(r"(pulumi|pulumi-kubernetes)==([\w.]+)", requirement.strip())
         if match:
             pins[match[1]] = match[2]

@@ -3,17 +3,28 @@
 A relist is the repair for anything missed while not watching, so every failure ends in one: at once after
 ``410 Gone`` (the watch fell too far behind), after capped exponential backoff for anything else. ``follow``
 never gives up and never lets an error out; it ends only when cancelled.
+
+``Stream`` is ``follow`` for one kind cluster-wide with any number of consumers: a process that needs the
+same kind in two places (the API's cache and the extender's index both read Testbeds) watches it once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
-from lightkube import ApiError
+from lightkube import ALL_NS, ApiError, AsyncClient
+from lightkube.generic_resource import GenericNamespacedResource
 
-__all__ = ["follow"]
+from kube.errors import Refusal, refusal
+from kube.resources import plain
+
+__all__ = ["Consumer", "Stream", "follow", "streaming"]
+
+LIST_CHUNK: Final = 500
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +45,7 @@ async def follow(
         try:
             await watch(await relist())
         except ApiError as err:
-            if err.status.code == 410:
+            if refusal(err) is Refusal.GONE:
                 log.info("%s: watch expired (410 Gone), listing again", what)
                 continue
             log.warning(
@@ -59,3 +70,83 @@ async def follow(
             delay = min_backoff
         await asyncio.sleep(delay)
         delay = min(2 * delay, max_backoff)
+
+
+class Consumer(Protocol):
+    """Told what a ``Stream`` sees, each object as the plain dict the API server sent."""
+
+    def listed(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """The complete set of the kind: what is not in it is gone."""
+
+    def observed(self, obj: Mapping[str, Any]) -> object:
+        """An object appeared or changed."""
+
+    def deleted(self, obj: Mapping[str, Any]) -> None:
+        """An object went (its last version)."""
+
+
+class Stream:
+    """One LIST + WATCH of one kind, cluster-wide, told to every consumer; ``run`` ends only if cancelled.
+
+    A consumer may join while the stream runs: it is told the complete set seen so far at once (as after a
+    list), then every change like the others.
+    """
+
+    def __init__(self, what: str, resource: type[GenericNamespacedResource]) -> None:
+        self.what: Final = what
+        self._resource = resource
+        self._consumers: list[Consumer] = []
+        self._seen: dict[tuple[str, str], Mapping[str, Any]] | None = None  # None: not listed yet
+
+    def tell(self, consumer: Consumer) -> None:
+        self._consumers.append(consumer)
+        if self._seen is not None:
+            consumer.listed(list(self._seen.values()))
+
+    async def run(self, client: AsyncClient, *, min_backoff: float = 0.5, max_backoff: float = 30.0) -> None:
+        async def relist() -> str:
+            listing = client.list(self._resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+            objects = [plain(item) async for item in listing]
+            self._seen = {_key(obj): obj for obj in objects}
+            for consumer in self._consumers:
+                consumer.listed(objects)
+            return listing.resourceVersion
+
+        async def watch(version: str) -> None:
+            item: GenericNamespacedResource
+            async for event, item in client.watch(self._resource, namespace=ALL_NS, resource_version=version):
+                if event in ("ADDED", "MODIFIED", "DELETED"):
+                    self._tell(event, plain(item))
+
+        await follow(self.what, relist, watch, min_backoff=min_backoff, max_backoff=max_backoff)
+
+    def _tell(self, event: str, obj: Mapping[str, Any]) -> None:
+        seen = self._seen if self._seen is not None else {}
+        if event == "DELETED":
+            seen.pop(_key(obj), None)
+        else:
+            seen[_key(obj)] = obj
+        for consumer in self._consumers:
+            if event == "DELETED":
+                consumer.deleted(obj)
+            else:
+                consumer.observed(obj)
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+@contextlib.asynccontextmanager
+async def streaming(streams: Iterable[Stream], client: AsyncClient, **backoff: float) -> AsyncIterator[None]:
+    """Runs ``streams`` on ``client`` while the context is open (``backoff``: ``Stream.run``'s)."""
+    tasks = [asyncio.create_task(s.run(client, **backoff), name=f"esi-stream-{s.what}") for s in streams]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

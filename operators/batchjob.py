@@ -9,7 +9,7 @@ deletes it when the job is released, and is the only writer of the BatchJob's st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -18,13 +18,13 @@ from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
 from esi.decisions.batchjob_lifecycle import (
-    ApplicationPhase,
-    ApplicationView,
     BatchJobObservation,
     CreateApplication,
     DeleteApplication,
     Holder,
+    colocated_jobs,
     decide_batchjob,
+    decide_unbuildable,
 )
 from esi.decisions.testbed_lifecycle import FINISHED_PHASES
 from esi.objects.applications import (
@@ -43,17 +43,12 @@ from esi.resources.batchjob import BatchJob
 from esi.resources.meta import GROUP, VERSION, utc_now
 from esi.resources.scheduling import JobState
 from esi.resources.testbed import TestbedSpec, TestbedStatus
+from kube.errors import Refusal, ignore
+from kube.indexes import index
 from kube.resources import BatchJobResource
-from operators.common import (
-    DAEMON_EXIT_SECONDS,
-    Wakeups,
-    create,
-    first,
-    hold_of,
-    ignore,
-    post_events,
-    write_status,
-)
+from kube.writes import create, write_status
+from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
+from operators.scheduling import testbed_tables
 
 __all__: list[str] = []
 
@@ -79,7 +74,7 @@ class _Record:
     attempt: int
 
 
-@kopf.index(GROUP, VERSION, "schedulings")
+@index(GROUP, VERSION, "schedulings")
 def scheduling_records(
     *, name: str, namespace: str | None, uid: str, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[tuple[str, str, str], _Record]:
@@ -93,12 +88,12 @@ def scheduling_records(
     }
 
 
-@kopf.index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})
+@index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})
 def spark_applications(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 
 
-@kopf.index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})
+@index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})
 def flink_deployments(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 
@@ -121,17 +116,17 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
     }
 
 
-@kopf.index("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
+@index("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
 def spark_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", labels[SPARK.pod_label]): _pod_summary(body)}
 
 
-@kopf.index("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
+@index("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
 def flink_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", labels[FLINK.pod_label]): _pod_summary(body)}
 
 
-@kopf.index("", "v1", "pods", labels={ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: kopf.PRESENT})
+@index("", "v1", "pods", labels={ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: kopf.PRESENT})
 def executors_on_nodes(
     *, namespace: str | None, labels: kopf.Labels, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[str, Key]:
@@ -182,12 +177,24 @@ def _flink_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) 
 
 @dataclasses.dataclass(frozen=True)
 class _Caches:
-    holds: Mapping[Any, Iterable[Hold]]
-    records: Mapping[tuple[str, str, str], Iterable[_Record]]
-    testbeds: Mapping[Key, Iterable[dict[str, Any]]]
-    applications: Mapping[str, Mapping[Key, Iterable[dict[str, Any]]]]  # by application kind
-    pods: Mapping[str, Mapping[Key, Iterable[dict[str, Any]]]]  # by application kind
-    executors_on_nodes: Mapping[str, Iterable[Key]]
+    holds: kopf.Index[HoldKey, Hold]
+    records: kopf.Index[tuple[str, str, str], _Record]
+    testbeds: kopf.Index[Key, dict[str, Any]]
+    applications: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
+    pods: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
+    executors_on_nodes: kopf.Index[str, Key]
+
+    @classmethod
+    def of(cls, indexes: Mapping[str, Any]) -> _Caches:
+        """The indexes the BatchJob reconciler reads, among those kopf passes a handler."""
+        return cls(
+            holds=holds.of(indexes),
+            records=scheduling_records.of(indexes),
+            testbeds=testbed_tables.of(indexes),
+            applications={SPARK.kind: spark_applications.of(indexes), FLINK.kind: flink_deployments.of(indexes)},
+            pods={SPARK.kind: spark_pods.of(indexes), FLINK.kind: flink_pods.of(indexes)},
+            executors_on_nodes=executors_on_nodes.of(indexes),
+        )
 
 
 @kopf.daemon(GROUP, VERSION, "batchjobs", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
@@ -202,14 +209,7 @@ async def run_batchjob(
     **indexes: Any,
 ) -> None:
     key = (namespace or "", name)
-    caches = _Caches(
-        holds=indexes["holds"],
-        records=indexes["scheduling_records"],
-        testbeds=indexes["testbed_tables"],
-        applications={SPARK.kind: indexes["spark_applications"], FLINK.kind: indexes["flink_deployments"]},
-        pods={SPARK.kind: indexes["spark_pods"], FLINK.kind: indexes["flink_pods"]},
-        executors_on_nodes=indexes["executors_on_nodes"],
-    )
+    caches = _Caches.of(indexes)
     await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
 
 
@@ -218,10 +218,10 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     hold = hold_of(caches.holds, namespace, HoldKind.BATCHJOB, name)
     if hold is None:
         return None
-    record: _Record | None = first(caches.records.get((namespace, hold.scheduling, name)))
+    record = first(caches.records.get((namespace, hold.scheduling, name)))
     if record is None or record.scheduling_uid != hold.scheduling_uid:
         return Holder(hold.scheduling, "")  # held, nothing recorded for it yet
-    reserved = record.state not in ("", JobState.WAITING.value)
+    reserved = record.state in set(JobState) and JobState(record.state).allocated
     return Holder(hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt)
 
 
@@ -262,26 +262,18 @@ async def _reconcile(
     raw_application = first(caches.applications[kind.kind].get(key))
     pods = list(caches.pods[kind.kind].get(key, ()))
     application = view_of_application(raw_application, pods) if raw_application is not None else None
-    nodes = set(application.nodes) if application is not None else set()
-    colocated = sorted(
-        {
-            job_name if job_namespace == namespace else f"{job_namespace}/{job_name}"
-            for node in nodes
-            for job_namespace, job_name in caches.executors_on_nodes.get(node, ())
-            if (job_namespace, job_name) != key
-        }
-    )
     observation = BatchJobObservation(
         holder=_holder(key, caches),
         application=application,
         leftover_pods=len(pods),
-        colocated_jobs=tuple(colocated),
+        colocated_jobs=colocated_jobs(key, application.nodes if application else (), caches.executors_on_nodes),
     )
-    decision = decide_batchjob(job.status, observation, generation=body["metadata"].get("generation"), now=utc_now())
+    generation, now = body["metadata"].get("generation"), utc_now()
+    decision = decide_batchjob(job.status, observation, generation=generation, now=now)
     resource = _resource(kind)
     for action in decision.actions:
         if isinstance(action, DeleteApplication):
-            await ignore(404, client.delete(resource, name, namespace=namespace))
+            await ignore(Refusal.NOT_FOUND, client.delete(resource, name, namespace=namespace))
         elif isinstance(action, CreateApplication):
             assignment = _assignment(namespace, action, caches)
             if isinstance(assignment, str):
@@ -289,18 +281,11 @@ async def _reconcile(
                 return None  # decided again when the Testbed is known
             try:
                 manifest = application_manifest(job, assignment, namespace=namespace, uid=body["metadata"]["uid"])
-            except ApplicationError as err:  # e.g. a slot size the application cannot be given exactly
-                # A run that fails at submission, as the operator would report it: retried or recorded.
-                unbuildable = ApplicationView(ApplicationPhase.FAILED, message=f"cannot build the application: {err}")
-                decision = decide_batchjob(
-                    decision.status,
-                    dataclasses.replace(observation, application=unbuildable),
-                    generation=body["metadata"].get("generation"),
-                    now=utc_now(),
-                )
+            except ApplicationError as err:
+                decision = decide_unbuildable(decision, observation, str(err), generation=generation, now=now)
                 break
             if not await create(client, manifest):
                 return None  # the namespace is being deleted, and the BatchJob with it
     await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())
-    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
+    post_events(body, decision.events)
     return None

@@ -11,7 +11,7 @@ Its finalizer lets go of the holds when the Scheduling is deleted; the BatchJobs
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -26,8 +26,11 @@ from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import GROUP, VERSION, utc_now
 from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
 from esi.resources.testbed import TestbedStatus
+from kube.errors import Refusal, ignore, refusal
+from kube.indexes import index
 from kube.resources import SchedulingResource
-from operators.common import DAEMON_EXIT_SECONDS, Wakeups, first, hold_of, ignore, post_events, write_status
+from kube.writes import write_status
+from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
 
 __all__: list[str] = []
 
@@ -38,7 +41,7 @@ _wakeups = Wakeups("scheduling")
 # --- caches ------------------------------------------------------------------------------------------
 
 
-@kopf.index(GROUP, VERSION, "testbeds")
+@index(GROUP, VERSION, "testbeds")
 def testbed_tables(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[Key, dict[str, Any]]:
@@ -46,7 +49,7 @@ def testbed_tables(
     return {(namespace or "", name): {"spec": dict(spec), "status": dict(status)}}
 
 
-@kopf.index(GROUP, VERSION, "batchjobs")
+@index(GROUP, VERSION, "batchjobs")
 def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **_: Any) -> dict[Key, JobView]:
     state = str(status.get("state", ""))
     view = JobView(
@@ -90,9 +93,14 @@ def _scheduling_changed(*, namespace: str | None, **_: Any) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class _Caches:
-    testbeds: Mapping[Key, Iterable[dict[str, Any]]]
-    jobs: Mapping[Key, Iterable[JobView]]
-    holds: Mapping[Any, Iterable[Hold]]
+    testbeds: kopf.Index[Key, dict[str, Any]]
+    jobs: kopf.Index[Key, JobView]
+    holds: kopf.Index[HoldKey, Hold]
+
+    @classmethod
+    def of(cls, indexes: Mapping[str, Any]) -> _Caches:
+        """The indexes the Scheduling reconciler reads, among those kopf passes a handler."""
+        return cls(testbed_tables.of(indexes), batchjob_states.of(indexes), holds.of(indexes))
 
 
 @kopf.daemon(GROUP, VERSION, "schedulings", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
@@ -107,7 +115,7 @@ async def follow_scheduling(
     **indexes: Any,
 ) -> None:
     key = (namespace or "", name)
-    caches = _Caches(indexes["testbed_tables"], indexes["batchjob_states"], indexes["holds"])
+    caches = _Caches.of(indexes)
     await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
 
 
@@ -117,7 +125,7 @@ async def release(*, namespace: str | None, uid: str, memo: kopf.Memo, logger: k
     client: AsyncClient = memo.client
     async for lease in client.list(Lease, namespace=namespace or "", labels={HOLDER_UID_LABEL: uid}):
         assert lease.metadata is not None
-        await ignore(404, client.delete(Lease, str(lease.metadata.name), namespace=namespace or ""))
+        await ignore(Refusal.NOT_FOUND, client.delete(Lease, str(lease.metadata.name), namespace=namespace or ""))
         logger.info(f"released {lease.metadata.name}")
 
 
@@ -168,9 +176,11 @@ async def _reconcile(
             await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
         else:  # jobs that left the spec before they started: their holds go, so they are Ready again
             for job in action.jobs:
-                await ignore(404, client.delete(Lease, hold_name(HoldKind.BATCHJOB, job), namespace=namespace))
+                await ignore(
+                    Refusal.NOT_FOUND, client.delete(Lease, hold_name(HoldKind.BATCHJOB, job), namespace=namespace)
+                )
     await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
-    post_events(body, decision.events, warning=lambda reason: reason == "Failed")
+    post_events(body, decision.events)
     return decision.decide_again_in
 
 
@@ -185,14 +195,14 @@ async def _claim(client: AsyncClient, claim: Claim, *, namespace: str, name: str
             taken.append(manifest["metadata"]["name"])
             continue
         except ApiError as err:
-            if err.status.code != 409:
+            if refusal(err) is not Refusal.CONFLICT:
                 raise
         existing = await client.get(Lease, hold_name(kind, held), namespace=namespace)
         hold = read_hold(existing.to_dict())
         if hold is not None and hold.scheduling_uid == uid:
             continue  # ours already
         for lease in taken:
-            await ignore(404, client.delete(Lease, lease, namespace=namespace))
+            await ignore(Refusal.NOT_FOUND, client.delete(Lease, lease, namespace=namespace))
         holder = hold.scheduling if hold is not None else "someone else"
         kopf.event(body, type="Normal", reason="Waiting", message=f"{kind.value} {held} is held by scheduling {holder}")
         return

@@ -34,26 +34,28 @@ from esi.objects.names import TESTBED_LABEL
 from esi.resources.meta import GROUP, VERSION, utc_now
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState
-from esi.resources.testbed import TestbedSpec, TestbedState, TestbedStatus
+from esi.resources.testbed import TestbedSpec, TestbedStatus
+from kube.errors import Refusal, ignore
+from kube.indexes import index
 from kube.resources import TestbedResource
-from operators.common import DAEMON_EXIT_SECONDS, Wakeups, create, hold_of, ignore, post_events, write_status
+from kube.writes import create, write_status
+from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, hold_of, holds, post_events
 
 __all__: list[str] = []
 
 TestbedKey = tuple[str, str]
 _wakeups = Wakeups("testbed")
-_STATE_REASONS = {s.value for s in TestbedState}
 
 
-# --- caches (an index handler answers {} when an object no longer belongs in it) -------------------------
+# --- caches ------------------------------------------------------------------------------------------
 
 
-@kopf.index("", "v1", "nodes")
+@index("", "v1", "nodes")
 def testbed_nodes(*, name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView]:
     return {name: node_view(body, Resources(Quantity(0), Quantity(0)))}
 
 
-@kopf.index("", "v1", "pods")
+@index("", "v1", "pods")
 def pods_on_nodes(
     *, namespace: str | None, spec: kopf.Spec, status: kopf.Status, labels: kopf.Labels, body: kopf.Body, **_: Any
 ) -> dict[str, tuple[TestbedKey | None, Resources]]:
@@ -65,16 +67,13 @@ def pods_on_nodes(
     return {node: (owner, pod_requests(body))}
 
 
-@kopf.index("", "v1", "pods", labels={TESTBED_LABEL: kopf.PRESENT})
+@index("", "v1", "pods", labels={TESTBED_LABEL: kopf.PRESENT})
 def testbed_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[TestbedKey, PodView]:
     view = pod_view(body)
     return {} if view is None else {(namespace or "", labels[TESTBED_LABEL]): view}
 
 
-_RESERVING = (JobState.RESERVED.value, JobState.SUBMITTED.value, JobState.RUNNING.value)
-
-
-@kopf.index(GROUP, VERSION, "schedulings")
+@index(GROUP, VERSION, "schedulings")
 def reservations(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[TestbedKey, tuple[Reservation, ...]]:
@@ -84,7 +83,7 @@ def reservations(
     held = [
         Reservation(name, job["name"], tuple(job.get("slots", [])))
         for job in status.get("jobs", [])
-        if job.get("state") in _RESERVING and job.get("slots")
+        if job.get("state") in set(JobState) and JobState(job["state"]).holds_slots and job.get("slots")
     ]
     # An index holds one value per key and object; several jobs of one Scheduling go in as a tuple.
     return {(namespace or "", testbed): tuple(held)} if held else {}
@@ -128,26 +127,31 @@ async def keep_slots(
     stopped: kopf.DaemonStopped,
     memo: kopf.Memo,
     logger: kopf.Logger,
-    **indexes: Any,  # kopf passes every index by its handler's name
+    **indexes: Any,
 ) -> None:
     key = (namespace or "", name)
-    caches = _Caches(
-        indexes["testbed_nodes"],
-        indexes["pods_on_nodes"],
-        indexes["testbed_pods"],
-        indexes["reservations"],
-        indexes["holds"],
-    )
+    caches = _Caches.of(indexes)
     await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches), logger)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Caches:
-    nodes: Mapping[str, Iterable[NodeView]]
-    pods_on_nodes: Mapping[str, Iterable[tuple[TestbedKey | None, Resources]]]
-    own_pods: Mapping[TestbedKey, Iterable[PodView]]
-    reserved: Mapping[TestbedKey, Iterable[tuple[Reservation, ...]]]
-    holds: Mapping[Any, Iterable[Hold]]
+    nodes: kopf.Index[str, NodeView]
+    pods_on_nodes: kopf.Index[str, tuple[TestbedKey | None, Resources]]
+    own_pods: kopf.Index[TestbedKey, PodView]
+    reserved: kopf.Index[TestbedKey, tuple[Reservation, ...]]
+    holds: kopf.Index[HoldKey, Hold]
+
+    @classmethod
+    def of(cls, indexes: Mapping[str, Any]) -> _Caches:
+        """The indexes the Testbed reconciler reads, among those kopf passes a handler."""
+        return cls(
+            testbed_nodes.of(indexes),
+            pods_on_nodes.of(indexes),
+            testbed_pods.of(indexes),
+            reservations.of(indexes),
+            holds.of(indexes),
+        )
 
 
 async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, caches: _Caches) -> float | None:
@@ -173,13 +177,13 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
     )
     for action in decision.actions:
         if isinstance(action, DeleteGhost):
-            await ignore(404, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
+            await ignore(Refusal.NOT_FOUND, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
         elif isinstance(action, CreateGhost) and not await create(
             client, ghost_pod(name, body["metadata"]["uid"], namespace, action)
         ):
             return None  # the namespace is being deleted, and the Testbed with it
     await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)
-    post_events(body, decision.events, warning=lambda reason: reason not in _STATE_REASONS)
+    post_events(body, decision.events)
     return None
 
 

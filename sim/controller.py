@@ -27,7 +27,7 @@ import contextlib
 import copy
 import heapq
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -40,6 +40,8 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod, PodStatus
 from lightkube.types import PatchType
 
+from kube.errors import Refusal, ignore, refusal
+from kube.indexes import index
 from sim.crds import FLINK, SPARK
 from sim.lifecycle import (
     Annotate,
@@ -113,31 +115,29 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
 
 
 # --- caches ------------------------------------------------------------------------------------------------
-# An index handler answers {} when an object no longer belongs in the index: kopf keeps an object's earlier
-# entries when a handler returns None.
 
 
 def _snapshot(body: kopf.Body) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
-@kopf.index(SPARK.group, SPARK.version, SPARK.plural)
+@index(SPARK.group, SPARK.version, SPARK.plural)
 def sim_spark_applications(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     return {uid: _snapshot(body)} if uid else {}
 
 
-@kopf.index(FLINK.group, FLINK.version, FLINK.plural)
+@index(FLINK.group, FLINK.version, FLINK.plural)
 def sim_flink_deployments(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     return {uid: _snapshot(body)} if uid else {}
 
 
-@kopf.index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
+@index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
 def sim_pods(*, body: kopf.Body, **_: Any) -> dict[str, PodView]:
     view = pod_view(body)
     return {view.app_uid: view} if view is not None else {}
 
 
-@kopf.index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
+@index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
 def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
     view = pod_view(body)
     held = node_executor(view) if view is not None else None
@@ -146,9 +146,18 @@ def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
 
 @dataclass(frozen=True)
 class _Caches:
-    applications: tuple[Mapping[str, Iterable[dict[str, Any]]], ...]
-    pods: Mapping[str, Iterable[PodView]]
-    node_executors: Mapping[str, Iterable[NodeExecutor]]
+    applications: tuple[kopf.Index[str, dict[str, Any]], ...]
+    pods: kopf.Index[str, PodView]
+    node_executors: kopf.Index[str, NodeExecutor]
+
+    @classmethod
+    def of(cls, indexes: Mapping[str, Any]) -> _Caches:
+        """The simulator's indexes, among those kopf passes a handler."""
+        return cls(
+            (sim_spark_applications.of(indexes), sim_flink_deployments.of(indexes)),
+            sim_pods.of(indexes),
+            sim_node_executors.of(indexes),
+        )
 
     def application(self, uid: str) -> dict[str, Any] | None:
         return next((app for index in self.applications for app in index.get(uid, ())), None)
@@ -166,11 +175,7 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: An
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
-    caches = _Caches(
-        (indexes["sim_spark_applications"], indexes["sim_flink_deployments"]),
-        indexes["sim_pods"],
-        indexes["sim_node_executors"],
-    )
+    caches = _Caches.of(indexes)
     memo.caches = caches
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
     memo.queue = WorkQueue()
@@ -275,14 +280,16 @@ async def _act(client: AsyncClient, caches: _Caches, app: dict[str, Any], decisi
     version = metadata["resourceVersion"]
     for action in decision.actions:
         if isinstance(action, CreatePod):
-            refusal = await _create_pod(client, caches, metadata["uid"], action.manifest)
-            if refusal is not None:
-                return refusal
+            refused = await _create_pod(client, caches, metadata["uid"], action.manifest)
+            if refused is not None:
+                return refused
         elif isinstance(action, DeletePod):
-            await _ignore(404, client.delete(Pod, action.name, namespace=namespace, grace_period=0))
+            await ignore(Refusal.NOT_FOUND, client.delete(Pod, action.name, namespace=namespace, grace_period=0))
         elif isinstance(action, EndPod):
             ended = ended_pod_status(action.pod, succeeded=action.succeeded, message=action.message, now=_now())
-            await _ignore(404, client.patch(PodStatus, action.pod.name, {"status": ended}, namespace=namespace))
+            await ignore(
+                Refusal.NOT_FOUND, client.patch(PodStatus, action.pod.name, {"status": ended}, namespace=namespace)
+            )
         elif isinstance(action, Annotate):
             patch = {"metadata": {"resourceVersion": version, "annotations": action.annotations}}
             version = await _patch_app(client, resource, name, namespace, patch)
@@ -290,11 +297,11 @@ async def _act(client: AsyncClient, caches: _Caches, app: dict[str, Any], decisi
             diff = merge_patch(app.get("status") or {}, action.status)
             patch = {"metadata": {"resourceVersion": version}, "status": diff}
             version = await _patch_app(client, resource.Status, name, namespace, patch)
-    for type_, reason, message in decision.events:
+    for event in decision.events:
         try:
-            await client.create(from_dict(_event(app, type_, reason, message)))
+            await client.create(from_dict(_event(app, event.type, event.reason, event.message)))
         except ApiError as err:  # an Event is a courtesy: never worth deciding again for
-            _log.info(f"no {reason} event for {namespace}/{name}: {err.status.message}")
+            _log.info(f"no {event.reason} event for {namespace}/{name}: {err.status.message}")
     return None
 
 
@@ -302,7 +309,7 @@ async def _patch_app(client: AsyncClient, resource: Any, name: str, namespace: s
     try:
         written = await client.patch(resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
     except ApiError as err:
-        if err.status.code in (404, 409):  # gone, or changed since the decision
+        if refusal(err) in (Refusal.NOT_FOUND, Refusal.CONFLICT):  # gone, or changed since the decision
             raise _Refused from err
         raise
     return str(written.metadata.resourceVersion)
@@ -314,9 +321,10 @@ async def _create_pod(client: AsyncClient, caches: _Caches, uid: str, manifest: 
     try:
         await client.create(from_dict(manifest))
     except ApiError as err:
-        if err.status.code in (400, 403, 422):  # invalid, or forbidden (a missing service account, ...)
+        refused = refusal(err)
+        if refused.of_the_request:  # invalid, or forbidden (a missing service account, ...)
             return f"pod {name}: {err.status.message}"
-        if err.status.code != 409:
+        if refused is not Refusal.CONFLICT:
             raise
     else:
         return None
@@ -327,7 +335,7 @@ async def _create_pod(client: AsyncClient, caches: _Caches, uid: str, manifest: 
     if owner is not None and caches.application(owner) is None:
         # Left by an earlier application of the same name (BatchJobs run again under one name) and not
         # yet collected: it is garbage already, and in the way.
-        await _ignore(404, client.delete(Pod, name, namespace=namespace, grace_period=0))
+        await ignore(Refusal.NOT_FOUND, client.delete(Pod, name, namespace=namespace, grace_period=0))
     else:
         _log.warning(f"pod {namespace}/{name} exists and belongs to someone else; waiting for it to go")
     raise _Refused
@@ -359,11 +367,3 @@ def _event(app: Mapping[str, Any], type_: str, reason: str, message: str) -> dic
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-async def _ignore(code: int, call: Any) -> None:
-    try:
-        await call
-    except ApiError as err:
-        if err.status.code != code:
-            raise

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from esi.decisions.events import Event
 from esi.objects.names import ATTEMPT_LABEL
 from sim.crds import SPARK
 from sim.names import (
@@ -133,7 +134,7 @@ class Decision:
     they are done, and when to decide again at the latest (None: only when something changes)."""
 
     actions: tuple[Action, ...] = ()
-    events: tuple[tuple[str, str, str], ...] = ()  # (type, reason, message)
+    events: tuple[Event, ...] = ()
     wake_at: datetime | None = None
 
 
@@ -280,7 +281,7 @@ class _Step:
         self.run = RunPlan.of((self.app.get("metadata") or {}).get("annotations") or {})
         self.pod_actions: list[Action] = []
         self.annotations: dict[str, str] = {}
-        self.events: list[tuple[str, str, str]] = []
+        self.events: list[Event] = []
         self.wake_at: datetime | None = None
 
     def role(self, role: PodRole) -> list[PodView]:
@@ -298,7 +299,7 @@ class _Step:
             self.pod_actions.append(EndPod(pod, succeeded, message))
 
     def event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        self.events.append(("Warning" if warning else "Normal", reason, message))
+        self.events.append(Event(reason, message, warning=warning))
 
     def start_run(self, settings: SimSettings, executors: Sequence[PodView]) -> RunPlan:
         """Plan the run that starts now: its job next to the other jobs on its executors' nodes."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from esi.resources.meta import GROUP
+
 __all__ = [
     "APP_UID_LABEL",
     "COLOCATED_ANNOTATION",
@@ -25,7 +27,7 @@ __all__ = [
     "STARTED_AT_ANNOTATION",
 ]
 
-PREFIX: Final = "sim.esi.tu-berlin.de"
+PREFIX: Final = f"sim.{GROUP}"
 
 APP_UID_LABEL: Final = f"{PREFIX}/app-uid"  # every simulated pod: the uid of the application it belongs to
 

@@ -40,6 +40,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from esi.objects.names import JOB_LABEL
+from esi.objects.owners import owner_reference
 from esi.resources.meta import deep_merged
 from sim.crds import FLINK, SPARK, ApplicationType
 from sim.names import APP_UID_LABEL
@@ -115,7 +116,7 @@ class AppRef:
         return self.uid.replace("-", "").lower()
 
     def owner_reference(self) -> dict[str, Any]:
-        return _owner(self.type.api_version, self.type.kind, self.name, self.uid)
+        return owner_reference(self.type.api_version, self.type.kind, self.name, self.uid)
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def spark_executor_pod(app: Mapping[str, Any], number: int, driver: PodView) -> 
     """Executor ``number`` (1-based), owned by the driver pod as Spark's executors are."""
     name = spark_executor_names(app)[number - 1]
     labels = {SPARK_ROLE_LABEL: "executor", SPARK_EXEC_ID_LABEL: str(number)}
-    return _spark_pod(app, "executor", name, labels, _owner("v1", "Pod", driver.name, driver.uid))
+    return _spark_pod(app, "executor", name, labels, owner_reference("v1", "Pod", driver.name, driver.uid))
 
 
 def _spark_executor_count(app: Mapping[str, Any]) -> int:
@@ -289,7 +290,7 @@ def flink_jobmanager_pod(app: Mapping[str, Any]) -> dict[str, Any]:
 def flink_taskmanager_pod(app: Mapping[str, Any], number: int, jobmanager: PodView) -> dict[str, Any]:
     """TaskManager ``number`` (1-based), owned by the JobManager pod."""
     name = flink_taskmanager_names(app)[number - 1]
-    return _flink_pod(app, "taskmanager", name, _owner("v1", "Pod", jobmanager.name, jobmanager.uid))
+    return _flink_pod(app, "taskmanager", name, owner_reference("v1", "Pod", jobmanager.name, jobmanager.uid))
 
 
 def _flink_taskmanager_count(app: Mapping[str, Any]) -> int:
@@ -345,17 +346,6 @@ def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[st
 
 
 # --- common -----------------------------------------------------------------------------------------------
-
-
-def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def _pod_spec(

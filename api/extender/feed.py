@@ -1,8 +1,13 @@
-"""Keeps the extender's ``SlotIndex`` in step with the cluster, from watches alone (design rules 4 and 7).
+"""Keeps the extender's ``SlotIndex`` in step with the cluster, from watches alone.
+
+The index is memory rebuilt from watches, never authoritative (docs/design.md#extender-decisions-from-memory,
+docs/design.md#level-triggered-reconcilers).
 
 Two streams, each a LIST followed by a WATCH from the list's resourceVersion, cluster-wide:
 
-* Testbeds: the slot table each one publishes in its status;
+* Testbeds: the slot table each one publishes in its status, read with esi's Testbed model. The stream is a
+  ``kube.watch.Stream``: the feed's own, or in ``python -m api`` the process's one, which also feeds the
+  API's cache;
 * pods labelled with a Testbed (``esi.tu-berlin.de/testbed``) and a role: ghost pods give each slot the UID
   of the pod to evict; executor pods that end (deleted, Succeeded, Failed) release the slot they were given.
 
@@ -11,7 +16,8 @@ Three layers, so that everything but the network is tested without a cluster:
 * ``api.extender.slot_index.indexed_slots`` — pure: a slot table and a Testbed's ghost pods → the index's slots;
 * ``IndexView`` — plain, synchronous: what has been seen so far; writes every change through to the index;
 * ``IndexFeed`` — the async shell: list, watch, relist after ``410 Gone`` at once and after any other error
-  with capped exponential backoff; it never gives up and never lets an error out of its task.
+  with capped exponential backoff (``kube.watch``); it never gives up and never lets an error out of its
+  task.
 
 A relist is the repair for anything missed while not watching: Testbeds that vanished leave the index,
 ghosts that vanished lose their slot, and every executor holding a slot since before the list that is no
@@ -23,42 +29,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import httpx2
 from lightkube import ALL_NS, ApiError, AsyncClient, KubeConfig
 from lightkube.core.client import LabelSelector
-from lightkube.generic_resource import GenericNamespacedResource
 from lightkube.operators import exists, in_
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from api.extender.slot_index import GhostPod, SlotIndex, indexed_slots
 from esi.decisions.testbed_lifecycle import FINISHED_PHASES
-from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
-from esi.resources.testbed import Slot
+from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, is_executor, slot_of
+from esi.resources.testbed import Slot, TestbedStatus
+from kube.errors import Refusal, refusal
 from kube.resources import TestbedResource
-from kube.watch import follow
+from kube.watch import Stream, follow
 
-__all__ = ["IndexFeed", "IndexView", "feeding", "status_slots"]
+__all__ = ["IndexFeed", "IndexView", "TestbedSlots", "feeding", "status_slots"]
 
 log = logging.getLogger(__name__)
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
 LIST_CHUNK: Final = 500
-_SLOTS: Final = TypeAdapter(tuple[Slot, ...])
 _ESI_PODS: Final[LabelSelector] = {TESTBED_LABEL: exists(), ROLE_LABEL: in_([ROLE_GHOST, ROLE_EXECUTOR])}
 
 
 def status_slots(status: Mapping[str, Any] | None) -> tuple[Slot, ...]:
     """The slot table of a Testbed status as the API server returns it (none yet: empty).
 
-    Raises ``pydantic.ValidationError`` when it is not a slot table esi wrote.
+    Raises ``pydantic.ValidationError`` when it is not a status esi wrote.
     """
-    return _SLOTS.validate_python((status or {}).get("slots") or ())
+    return tuple(TestbedStatus.model_validate(status).slots) if status else ()
 
 
 class IndexView:
@@ -97,28 +102,28 @@ class IndexView:
         facts = _pod_facts(pod)
         if facts is None:
             return
-        key, name, uid, role, phase = facts
-        if role == ROLE_GHOST and self._ghosts.get(key, {}).get(name) != (ghost := _ghost(pod, uid)):
+        key, name, uid, executor, phase = facts
+        if not executor and self._ghosts.get(key, {}).get(name) != (ghost := _ghost(pod, uid)):
             self._ghosts.setdefault(key, {})[name] = ghost
             self._publish(key)
-        elif role == ROLE_EXECUTOR and phase in FINISHED_PHASES:
+        elif executor and phase in FINISHED_PHASES:
             self._index.forget_pod(uid)
-        elif role == ROLE_EXECUTOR:
+        elif executor:
             self._restore(pod, key, uid)
 
     def pod_deleted(self, pod: Pod) -> None:
         facts = _pod_facts(pod)
         if facts is None:
             return
-        key, name, uid, role, _ = facts
+        key, name, uid, executor, _ = facts
         ghosts = self._ghosts.get(key, {})
         known = ghosts.get(name)
-        if role == ROLE_GHOST and known is not None and known.uid == uid:  # not a newer ghost of the same name
+        if not executor and known is not None and known.uid == uid:  # not a newer ghost of the same name
             del ghosts[name]
             if not ghosts:
                 del self._ghosts[key]
             self._publish(key)
-        elif role == ROLE_EXECUTOR:
+        elif executor:
             self._index.forget_pod(uid)
 
     def pods_listed(self, pods: Iterable[Pod], bound_before: Collection[str]) -> None:
@@ -132,8 +137,8 @@ class IndexView:
             facts = _pod_facts(pod)
             if facts is None:
                 continue
-            key, name, uid, role, phase = facts
-            if role == ROLE_GHOST:
+            key, name, uid, executor, phase = facts
+            if not executor:
                 ghosts.setdefault(key, {})[name] = _ghost(pod, uid)
             elif phase not in FINISHED_PHASES:
                 running.add(uid)
@@ -147,8 +152,8 @@ class IndexView:
 
     def _restore(self, pod: Pod, key: TestbedKey, uid: str) -> None:
         """An executor's recorded slot (its label) is its binding, also for an extender that restarted."""
-        slot = ((pod.metadata.labels or {}) if pod.metadata else {}).get(SLOT_LABEL, "")
-        if slot.isdigit() and not self._index.restore(uid, key[0], key[1], int(slot)):
+        slot = slot_of(_labels(pod))
+        if slot is not None and not self._index.restore(uid, key[0], key[1], slot):
             log.warning(
                 "pod %s/%s claims slot %s of testbed %s, which another pod holds",
                 key[0],
@@ -175,32 +180,75 @@ def _readable_slots(key: TestbedKey, status: Mapping[str, Any] | None) -> tuple[
         return None
 
 
+def _labels(pod: Pod) -> dict[str, str]:
+    return (pod.metadata.labels or {}) if pod.metadata else {}
+
+
 def _ghost(pod: Pod, uid: str) -> GhostPod:
-    slot = ((pod.metadata.labels or {}) if pod.metadata else {}).get(SLOT_LABEL, "")
-    return GhostPod(uid, int(slot) if slot.isdigit() else None, pod.spec.nodeName if pod.spec else None)
+    return GhostPod(uid, slot_of(_labels(pod)), pod.spec.nodeName if pod.spec else None)
 
 
-def _pod_facts(pod: Pod) -> tuple[TestbedKey, str, str, str, str | None] | None:
-    """(Testbed, pod name, uid, role, phase) of one of esi's pods; None for anything else."""
+def _pod_facts(pod: Pod) -> tuple[TestbedKey, str, str, bool, str | None] | None:
+    """(Testbed, pod name, uid, whether an executor (else a ghost), phase) of one of esi's pods; None for
+    anything else."""
     meta = pod.metadata
     if meta is None or not meta.name or not meta.namespace or not meta.uid:
         return None
     labels = meta.labels or {}
-    testbed, role = labels.get(TESTBED_LABEL), labels.get(ROLE_LABEL)
-    if not testbed or role not in (ROLE_GHOST, ROLE_EXECUTOR):
+    testbed = labels.get(TESTBED_LABEL)
+    if not testbed or labels.get(ROLE_LABEL) not in (ROLE_GHOST, ROLE_EXECUTOR):
         return None
-    return (meta.namespace, testbed), meta.name, meta.uid, role, pod.status.phase if pod.status else None
+    return (meta.namespace, testbed), meta.name, meta.uid, is_executor(labels), pod.status.phase if pod.status else None
+
+
+class TestbedSlots:
+    """A consumer of a Testbed stream (``kube.watch.Consumer``): each Testbed's slot table into the view."""
+
+    def __init__(self, view: IndexView) -> None:
+        self._view = view
+
+    def listed(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        self._view.testbeds_listed(_testbed_entry(testbed) for testbed in objects)
+
+    def observed(self, obj: Mapping[str, Any]) -> None:
+        self._view.testbed_changed(*_testbed_entry(obj))
+
+    def deleted(self, obj: Mapping[str, Any]) -> None:
+        namespace, name, _ = _testbed_entry(obj)
+        self._view.testbed_deleted(namespace, name)
+
+
+def _testbed_entry(testbed: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any] | None]:
+    metadata = testbed.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    if not namespace or not name:
+        raise ValueError(f"a Testbed without namespace or name: {testbed}")
+    status: Mapping[str, Any] | None = testbed.get("status")
+    return namespace, name, status
 
 
 class IndexFeed:
-    """Follows Testbeds and esi's pods cluster-wide and feeds an ``IndexView``; ``run`` ends only if cancelled."""
+    """Follows Testbeds and esi's pods cluster-wide and feeds an ``IndexView``; ``run`` ends only if cancelled.
+
+    ``testbed_stream``: a Testbed stream the process runs for more than the index, to be told Testbeds by
+    instead of following them itself.
+    """
 
     def __init__(
-        self, client: AsyncClient, index: SlotIndex, *, min_backoff: float = 0.5, max_backoff: float = 30.0
+        self,
+        client: AsyncClient,
+        index: SlotIndex,
+        *,
+        testbed_stream: Stream | None = None,
+        min_backoff: float = 0.5,
+        max_backoff: float = 30.0,
     ) -> None:
         self._client = client
         self._index = index
         self._view = IndexView(index)
+        self._own_testbeds = testbed_stream is None
+        self._testbeds = Stream("testbeds", TestbedResource) if testbed_stream is None else testbed_stream
+        self._testbeds.tell(TestbedSlots(self._view))
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
 
@@ -215,33 +263,17 @@ class IndexFeed:
                 patch_type=PatchType.MERGE,
             )
         except ApiError as err:
-            if err.status.code != 404:  # a pod that is gone needs no record
+            if refusal(err) is not Refusal.NOT_FOUND:  # a pod that is gone needs no record
                 log.warning("could not record slot %s on pod %s/%s: %s", slot, namespace, pod, err.status.message)
         except httpx2.HTTPError as err:  # lightkube speaks httpx2
             log.warning("could not record slot %s on pod %s/%s: %s", slot, namespace, pod, err)
 
     async def run(self) -> None:
+        backoff = {"min_backoff": self._min_backoff, "max_backoff": self._max_backoff}
         async with asyncio.TaskGroup() as streams:
-            for what, relist, watch in (
-                ("testbeds", self._list_testbeds, self._watch_testbeds),
-                ("esi pods", self._list_pods, self._watch_pods),
-            ):
-                backoff = {"min_backoff": self._min_backoff, "max_backoff": self._max_backoff}
-                streams.create_task(follow(what, relist, watch, **backoff))
-
-    async def _list_testbeds(self) -> str:
-        listing = self._client.list(TestbedResource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
-        testbeds = [_testbed_entry(testbed) async for testbed in listing]
-        self._view.testbeds_listed(testbeds)
-        return listing.resourceVersion
-
-    async def _watch_testbeds(self, version: str) -> None:
-        async for event, testbed in self._client.watch(TestbedResource, namespace=ALL_NS, resource_version=version):
-            namespace, name, status = _testbed_entry(testbed)
-            if event == "DELETED":
-                self._view.testbed_deleted(namespace, name)
-            elif event in ("ADDED", "MODIFIED"):
-                self._view.testbed_changed(namespace, name, status)
+            if self._own_testbeds:
+                streams.create_task(self._testbeds.run(self._client, **backoff))
+            streams.create_task(follow("esi pods", self._list_pods, self._watch_pods, **backoff))
 
     async def _list_pods(self) -> str:
         bound_before = self._index.bound_pods()  # before the list is asked for: see IndexView.pods_listed
@@ -258,19 +290,14 @@ class IndexFeed:
                 self._view.pod_changed(pod)
 
 
-def _testbed_entry(testbed: GenericNamespacedResource) -> tuple[str, str, Mapping[str, Any] | None]:
-    meta = testbed.metadata
-    if meta is None or meta.namespace is None or meta.name is None:
-        raise ValueError(f"a Testbed without namespace or name: {dict(testbed)}")
-    status: Mapping[str, Any] | None = testbed.get("status")
-    return meta.namespace, meta.name, status
-
-
 @contextlib.asynccontextmanager
-async def feeding(index: SlotIndex, config: KubeConfig) -> AsyncIterator[IndexFeed]:
-    """Feeds ``index`` from the cluster of ``config`` while the context is open."""
+async def feeding(
+    index: SlotIndex, config: KubeConfig, testbed_stream: Stream | None = None
+) -> AsyncIterator[IndexFeed]:
+    """Feeds ``index`` from the cluster of ``config`` while the context is open; ``testbed_stream``: see
+    ``IndexFeed``."""
     client = AsyncClient(config=config)
-    feed = IndexFeed(client, index)
+    feed = IndexFeed(client, index, testbed_stream=testbed_stream)
     task = asyncio.create_task(feed.run(), name="esi-index-feed")
     try:
         yield feed

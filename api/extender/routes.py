@@ -14,8 +14,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from api.extender.slot_index import SlotIndex, is_executor, pod_key
+from api.extender.slot_index import SlotIndex, pod_key
 from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
+from esi.objects.names import is_executor
+from esi.wire.rest import ApiError, field_problems
 
 __all__ = ["BindingRecorder", "router", "slot_index"]
 
@@ -40,13 +42,10 @@ async def _parse(request: Request, model: type[Request_]) -> Request_:
     try:
         return model.model_validate_json(body)
     except ValidationError as err:
-        problems = [
-            {"field": ".".join(str(part) for part in e["loc"]) or "(body)", "problem": e["msg"]} for e in err.errors()
-        ]
-        fields = ", ".join(p["field"] for p in problems)
-        raise HTTPException(
-            status_code=400, detail={"message": f"not a valid {model.__name__}: {fields}", "errors": problems}
-        ) from err
+        problems = field_problems(err)
+        fields = ", ".join(p.field for p in problems)
+        message = f"not a valid {model.__name__}: {fields}"
+        raise HTTPException(status_code=400, detail=ApiError(message=message, errors=problems).model_dump()) from err
 
 
 async def _record_new_binding(request: Request, index: SlotIndex, pod: SchedulingPod) -> None:
@@ -66,7 +65,7 @@ async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
     answer = index.filter(args)
     await _record_new_binding(request, index, args.pod)
-    if is_executor(args.pod):  # one line per decision about an executor: what placed it, or why not
+    if is_executor(args.pod.metadata.labels):  # one line per decision about an executor: what placed it, or why not
         log.info("filter %s: %s", _name(args.pod), answer.error or f"node {answer.node_names}")
     return JSONResponse(answer.model_dump(mode="json"))
 
@@ -76,7 +75,7 @@ async def preempt(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderPreemptionArgs)
     answer = index.preempt(args)
     await _record_new_binding(request, index, args.pod)
-    if is_executor(args.pod):
+    if is_executor(args.pod.metadata.labels):
         victims = {node: [p.uid for p in v.pods] for node, v in answer.node_name_to_meta_victims.items()}
         log.info("preempt %s: victims %s (candidates %s)", _name(args.pod), victims, args.candidate_nodes())
     return JSONResponse(answer.model_dump(mode="json"))

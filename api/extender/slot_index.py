@@ -13,8 +13,9 @@ taken before the ghost is evicted (or it would put the ghost back), and a restar
 same answers. So a new binding is handed out once by ``take_unrecorded`` for the caller to record on the
 pod (its slot label) before it answers, and ``restore`` reads such records back.
 
-An executor whose job has no free reserved slot left (or whose Testbed is unknown) is refused on every
-node as *unresolvable*, so the scheduler does not evict anything for it in vain.
+An executor whose job has no free reserved slot left (or whose Testbed is unknown) gets an error from
+``filter``, so the scheduler retries it after its backoff (the reservation may still be on its way), and no
+victim from ``preempt``, so the scheduler evicts nothing for it in vain.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from api.extender.wire import (
     MetaVictims,
     SchedulingPod,
 )
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.names import JOB_LABEL, TESTBED_LABEL, is_executor
 from esi.resources.testbed import Slot, SlotState
 
-__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "is_executor", "pod_key"]
+__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -210,15 +211,10 @@ def pod_key(pod: SchedulingPod) -> str:
     return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
-def is_executor(pod: SchedulingPod) -> bool:
-    """Whether the pod is an executor of a Testbed's job (esi decides its node), not a pod passing through."""
-    return _executor(pod) is not None
-
-
 def _executor(pod: SchedulingPod) -> _Executor | None:
     labels = pod.metadata.labels
     testbed, job = labels.get(TESTBED_LABEL), labels.get(JOB_LABEL)
-    if labels.get(ROLE_LABEL) != ROLE_EXECUTOR or not testbed or not job:
+    if not is_executor(labels) or not testbed or not job:
         return None
     return _Executor((pod.metadata.namespace, testbed), job, pod_key(pod), pod.metadata.name)
 

@@ -50,6 +50,7 @@ from esi.wire.rest import (
     FieldProblem,
     Overview,
     external_scheduling,
+    field_problems,
 )
 
 __all__ = ["DEFAULT_URL", "Connector", "ManifestError", "Output", "app", "main", "scheduling_request", "slot_grid"]
@@ -545,10 +546,6 @@ class ManifestError(ValueError):
         self.problems = list(problems)
 
 
-def _field_problems(err: ValidationError) -> list[FieldProblem]:
-    return [FieldProblem(field=".".join(map(str, e["loc"])) or "(document)", problem=e["msg"]) for e in err.errors()]
-
-
 def scheduling_request(document: object) -> ExternalScheduling:
     """The API request for one document: an esi ``Scheduling`` manifest, or the original's ExternalScheduling."""
     if not isinstance(document, dict):
@@ -562,7 +559,9 @@ def scheduling_request(document: object) -> ExternalScheduling:
     except ValidationError as err:
         name = document.get("metadata", {}).get("name") if isinstance(document.get("metadata"), dict) else None
         name = name or document.get("name")
-        raise ManifestError(f"not a valid Scheduling{f' ({name})' if name else ''}", _field_problems(err)) from err
+        raise ManifestError(
+            f"not a valid Scheduling{f' ({name})' if name else ''}", field_problems(err, whole="(document)")
+        ) from err
     return external_scheduling(manifest.model_copy(update={"status": None}))
 
 
@@ -650,7 +649,7 @@ def set_external_scheduler(
     except ManifestError as err:
         raise _fail(err.message, err.problems) from err
     except ValidationError as err:
-        raise _fail(f"{file.name} is not externalScheduler data", _field_problems(err)) from err
+        raise _fail(f"{file.name} is not externalScheduler data", field_problems(err, whole="(document)")) from err
     with session.client() as client:
         updated = client.set_external_scheduler(job, data)
     _emit(session, updated, lambda: _external_scheduler_table(updated))

@@ -20,13 +20,9 @@ long as slots keep returning once jobs finish.
 Everything here works on plain values (job names, global slot ids) and is deterministic: results never
 depend on the iteration order of the sets passed in.
 
-Where this differs from the original system, on purpose:
-
-- The original judged a queued job runnable by *counting* free slots, then placed it by *position*; a
-  queue such as ``[A, B, A]`` with two free slots made A runnable but unplaceable and failed the whole
-  Scheduling. Here runnable means placeable: B starts at once, A once B is done.
-- The original silently started a slot-list job on fewer slots when some of its slots were not free; here
-  a job always gets all of its slots or none.
+Runnable means placeable: a queue ``[A, B, A]`` on two free slots starts B at once and A once B is done
+(docs/compatibility.md#queue-allocation). A job always gets all of its slots or none
+(docs/compatibility.md#slot-lists).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The BatchJob reconciler observes who holds the job (a Scheduling, and the slots 
 for it) and the job's application (SparkApplication or FlinkDeployment) with its executor pods; it calls
 ``decide_batchjob``, performs the returned actions and writes the returned status. Level-triggered: the
 decision depends only on the last status and the current observation, so running it twice, late, or after
-a crash converges to the same place.
+a crash converges to the same place (docs/design.md#level-triggered-reconcilers).
 
 ::
 
@@ -13,23 +13,25 @@ a crash converges to the same place.
                                                    └────────────────▶ Succeeded | Failed ◀─────────────────┘
     any state ──released (no holder, or another holder)──▶ Releasing ──application and pods gone──▶ Ready
 
-Deliberate differences from the original system:
+Runs (docs/compatibility.md#runs):
 
 * A job runs at most once per holding Scheduling. An application that disappears once its executors were
-  placed (deleted by hand, TTL) ends the run as Failed; the original silently started it again. Before
-  that (Submitted) it is simply created again: a fresh application may not be visible yet.
+  placed (deleted by hand, TTL) ends the run as Failed. Before that (Submitted) it is simply created
+  again: a fresh application may not be visible yet.
 * A run that completes without Running ever being observed (short jobs, a restart) is still recorded,
   starting at submission.
-* Releasing closes an open run as Cancelled instead of leaving it open forever.
+* Releasing closes an open run as Cancelled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
-from esi.resources.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
+from esi.decisions.events import Event
+from esi.resources.batchjob import ACTIVE_STATES, MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
 from esi.resources.meta import set_conditions
 
 __all__ = [
@@ -40,7 +42,9 @@ __all__ = [
     "CreateApplication",
     "DeleteApplication",
     "Holder",
+    "colocated_jobs",
     "decide_batchjob",
+    "decide_unbuildable",
 ]
 
 
@@ -101,11 +105,7 @@ Action = CreateApplication | DeleteApplication
 class BatchJobDecision:
     status: BatchJobStatus
     actions: tuple[Action, ...] = ()
-    events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message) for Kubernetes Events
-
-
-_ACTIVE = (BatchJobState.SUBMITTED, BatchJobState.SCHEDULED, BatchJobState.RUNNING)
-_FINISHED = (BatchJobState.SUCCEEDED, BatchJobState.FAILED)
+    events: tuple[Event, ...] = field(default=())  # for Kubernetes Events
 
 
 def decide_batchjob(
@@ -171,7 +171,7 @@ class _Step:
             self._close_run(RunOutcome.FAILED)
             self.update(state=BatchJobState.QUEUED, attempt=holder.attempt, submitted_at=None)
         state = self.status.state
-        if state in _FINISHED:
+        if state.finished:
             return  # held until its Scheduling lets go; the message keeps saying how it ended
         if application is None:
             self._without_application(holder)
@@ -195,7 +195,7 @@ class _Step:
             self.update(state=BatchJobState.QUEUED, message=f"waiting for slots from scheduling {holder.scheduling}")
 
     def _with_application(self, holder: Holder, application: ApplicationView) -> None:
-        if self.status.state not in _ACTIVE:  # created before a crash kept us from recording it
+        if not self.status.state.active:  # created before a crash kept us from recording it
             self.update(state=BatchJobState.SUBMITTED, submitted_at=self.status.submitted_at or self.now)
         if application.phase == ApplicationPhase.FAILED:
             self._finish(BatchJobState.FAILED, RunOutcome.FAILED, application.message or "the application failed")
@@ -210,7 +210,7 @@ class _Step:
         if application.phase == ApplicationPhase.RUNNING and expected and application.executors_running >= expected:
             reached = BatchJobState.RUNNING
         # An executor restarting does not take a job back from Running to Scheduled.
-        if _ACTIVE.index(reached) > _ACTIVE.index(self.status.state):
+        if ACTIVE_STATES.index(reached) > ACTIVE_STATES.index(self.status.state):
             self.update(state=reached)
         placed = f"{application.executors_bound} of {expected} executors placed"
         messages = {
@@ -258,7 +258,7 @@ class _Step:
     def result(self, generation: int | None) -> BatchJobDecision:
         status = self.status
         held = status.scheduling is not None and status.state != BatchJobState.RELEASING
-        finished = status.state in _FINISHED
+        finished = status.state.finished
         message = status.message or ""
         conditions = set_conditions(
             status.conditions,
@@ -270,7 +270,44 @@ class _Step:
             observed_generation=generation,
         )
         status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
-        events: tuple[tuple[str, str], ...] = ()
+        events: tuple[Event, ...] = ()
         if status.state != self.start.state:
-            events = ((status.state.value, status.message or status.state.value),)
+            told = status.message or status.state.value
+            events = (Event(status.state.value, told, warning=status.state == BatchJobState.FAILED),)
         return BatchJobDecision(status, tuple(self.actions), events)
+
+
+def colocated_jobs(
+    job: tuple[str, str], nodes: Iterable[str], executors_on_nodes: Mapping[str, Iterable[tuple[str, str]]]
+) -> tuple[str, ...]:
+    """The other jobs whose executors run on ``nodes`` (the nodes of ``job``'s run), each named once, sorted.
+
+    Jobs are (namespace, name); one in ``job``'s own namespace is named by its name alone, one in another
+    namespace as ``namespace/name``. ``executors_on_nodes`` lists, per node, the job of each of its
+    unfinished executors."""
+    namespace = job[0]
+    return tuple(
+        sorted(
+            {
+                name if other_namespace == namespace else f"{other_namespace}/{name}"
+                for node in set(nodes)
+                for other_namespace, name in executors_on_nodes.get(node, ())
+                if (other_namespace, name) != job
+            }
+        )
+    )
+
+
+def decide_unbuildable(
+    decided: BatchJobDecision,
+    observation: BatchJobObservation,
+    why: str,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> BatchJobDecision:
+    """``decided`` asked to create the application, and it cannot be built (``why``, e.g. a slot size the
+    application cannot be given exactly): the run fails at submission, as if the application's operator had
+    reported it Failed — recorded as a failed run (the Scheduling may run the job again)."""
+    failed = ApplicationView(ApplicationPhase.FAILED, message=f"cannot build the application: {why}")
+    return decide_batchjob(decided.status, replace(observation, application=failed), generation=generation, now=now)

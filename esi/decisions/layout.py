@@ -2,10 +2,10 @@
 
 Every node that carries the Testbed's label holds ``slotsPerNode`` slots; the label's value is the node's
 id. Slots are numbered by (position on node, node id) — *interleaved* across nodes: with nodes 0 and 1 and
-two slots each, ids 0 and 1 are the first slot of node 0 and node 1, ids 2 and 3 the second. Schedulers
-written for the original system rely on this (consecutive queue entries land on different nodes).
+two slots each, ids 0 and 1 are the first slot of node 0 and node 1, ids 2 and 3 the second, so
+consecutive queue entries land on different nodes (docs/design.md#slot-ids-interleaved).
 
-Two things the original got wrong are decided here instead:
+Two more rules (docs/compatibility.md#node-labels):
 
 * Label values that are not integers, or not distinct, never crash the layout and never drop slots
   silently. A node whose value is not an integer cannot be ordered, so its slots are left out *and named in

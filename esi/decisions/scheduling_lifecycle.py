@@ -5,7 +5,8 @@ BatchJobs (who holds each, and each one's state); ``decide_scheduling`` returns 
 actions to take. The status is the durable record of every decision: when slots are chosen for a job they
 are written into ``status.jobs[].slots`` at once, and every other reader (the BatchJob reconciler, the
 Testbed reconciler, the extender, the API) takes them as reserved from that moment. There is no separate
-confirmation round and no timeout waiting for a Testbed to catch up, which is what the original needed.
+confirmation round and no timeout waiting for a Testbed to catch up
+(docs/design.md#reservations-recorded-at-decision-time).
 
 ::
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from esi.decisions.allocation import Allocation, queue_allocations, queue_problems, slot_allocations, slot_problems
+from esi.decisions.events import Event
 from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import set_conditions
 from esi.resources.scheduling import (
@@ -50,8 +52,6 @@ __all__ = [
     "testbed_view",
 ]
 
-_HOLDING = (JobState.RESERVED, JobState.SUBMITTED, JobState.RUNNING)
-_FINISHED = (JobState.SUCCEEDED, JobState.FAILED)
 # How far a job got; a report never moves a job back (one record per job, always its most advanced state).
 _RANK = {
     JobState.WAITING: 0,
@@ -120,7 +120,7 @@ class Release:
 class SchedulingDecision:
     status: SchedulingStatus
     actions: tuple[Claim | Release, ...] = ()
-    events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message)
+    events: tuple[Event, ...] = field(default=())
     decide_again_in: float | None = None  # seconds until a failed job's backoff ends, if one waits
 
 
@@ -136,67 +136,155 @@ def decide_scheduling(
 ) -> SchedulingDecision:
     """The next status of the Scheduling ``namespace/name`` and the claim to make, if any."""
     current = status or SchedulingStatus()
+    verdict = _decide(spec, current, observation, name=name, namespace=namespace, now=now)
+    return _render(verdict, current, testbed=spec.testbed.name, generation=generation, now=now)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What one decision changes, before it is written as a status."""
+
+    state: SchedulingState
+    waiting_for: str | None
+    jobs: list[JobProgress]
+    problems: list[str]  # why the spec can never be placed (state Failed)
+    actions: list[Claim | Release]
+    events: list[Event]  # besides the change of state, which rendering tells
+
+
+def _decide(
+    spec: SchedulingSpec,
+    current: SchedulingStatus,
+    observation: SchedulingObservation,
+    *,
+    name: str,
+    namespace: str,
+    now: datetime,
+) -> _Verdict:
+    """What changes: the job records, the state and what it waits for, the holds to take or let go."""
     demand = _demand(spec)
     jobs = _progress(current.jobs, demand, now)
-    events: list[tuple[str, str]] = []
+    problems = _spec_problems(spec, observation.testbed, namespace)
+    events: list[Event] = []
     actions: list[Claim | Release] = []
-    problems = _reference_problems(spec, namespace)
+    waiting_for: str | None
     testbed = observation.testbed
-    if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait, below
-        problems += _allocation_problems(spec, testbed.slot_ids)
-    missing = [j for j in demand if j not in observation.jobs]
-    blockers = _blockers(spec, observation, name)
-
-    if problems:
-        state, waiting_for = SchedulingState.FAILED, "a spec that can be placed: " + "; ".join(problems)
-    elif testbed is None:
-        state, waiting_for = SchedulingState.PENDING, f"testbed {spec.testbed.name} to exist"
-    elif not testbed.slot_ids:
-        state, waiting_for = SchedulingState.PENDING, f"testbed {spec.testbed.name} to have slots"
-    elif missing:
-        state, waiting_for = (
-            SchedulingState.PENDING,
-            f"BatchJob{'s' if len(missing) > 1 else ''} {_names(missing)} to exist",
-        )
-    elif blockers:
-        state, waiting_for = SchedulingState.PENDING, "; ".join(blockers) + " to be released"
-    elif testbed.held_by != name or any(observation.jobs[j].held_by != name for j in demand):
+    waiting = _waiting_to_hold(spec, observation, demand, problems, name)
+    if waiting is not None:
+        state, waiting_for = waiting
+    elif not _holds_all(observation, demand, name):
         actions.append(Claim(spec.testbed.name, tuple(demand)))
         state, waiting_for = SchedulingState.PENDING, f"its hold on testbed {spec.testbed.name} and its jobs"
     else:
-        jobs, events = _follow_jobs(jobs, observation.jobs, name, spec.retry, now)
-        allocations = _place(spec, jobs, testbed, now)
-        jobs = [_reserve(p, allocations, now) for p in jobs]
-        events += [
-            ("Reserved", f"job {p.job} gets slot{'s' if len(p.slots) > 1 else ''} {_ids(p.slots)}") for p in allocations
-        ]
-        if all(p.state in _FINISHED for p in jobs):
-            state, waiting_for = SchedulingState.COMPLETED, None
-        else:
-            state, waiting_for = SchedulingState.RUNNING, _waiting_for(jobs, testbed, spec, name)
+        assert testbed is not None  # _waiting_to_hold waits for it
+        jobs, events = _run_jobs(spec, jobs, testbed, observation.jobs, name=name, now=now)
+        state, waiting_for = _running(spec, jobs, testbed, name)
+    release = _release(observation, demand, jobs, name)
+    if release is not None:
+        actions.append(release)
+        events.append(Event("Released", f"{_names(release.jobs)} left the spec before starting"))
+    return _Verdict(state, waiting_for, jobs, problems, actions, events)
 
+
+def _spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
+    """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet)."""
+    problems = _reference_problems(spec, namespace)
+    if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait
+        problems += _allocation_problems(spec, testbed.slot_ids)
+    return problems
+
+
+def _waiting_to_hold(
+    spec: SchedulingSpec,
+    observation: SchedulingObservation,
+    demand: Mapping[str, int],
+    problems: Sequence[str],
+    name: str,
+) -> tuple[SchedulingState, str] | None:
+    """Why the Scheduling cannot hold its testbed and jobs yet, and what it waits for; None: it can."""
+    testbed = observation.testbed
+    missing = [j for j in demand if j not in observation.jobs]
+    blockers = _blockers(spec, observation, name)
+    if problems:
+        return SchedulingState.FAILED, "a spec that can be placed: " + "; ".join(problems)
+    if testbed is None:
+        return SchedulingState.PENDING, f"testbed {spec.testbed.name} to exist"
+    if not testbed.slot_ids:
+        return SchedulingState.PENDING, f"testbed {spec.testbed.name} to have slots"
+    if missing:
+        return SchedulingState.PENDING, f"BatchJob{_plural(missing)} {_names(missing)} to exist"
+    if blockers:
+        return SchedulingState.PENDING, "; ".join(blockers) + " to be released"
+    return None
+
+
+def _holds_all(observation: SchedulingObservation, demand: Mapping[str, int], name: str) -> bool:
+    """Whether Scheduling ``name`` holds its testbed and every job it needs."""
+    testbed, jobs = observation.testbed, observation.jobs
+    return testbed is not None and testbed.held_by == name and all(jobs[j].held_by == name for j in demand)
+
+
+def _run_jobs(
+    spec: SchedulingSpec,
+    jobs: Sequence[JobProgress],
+    testbed: TestbedView,
+    views: Mapping[str, JobView],
+    *,
+    name: str,
+    now: datetime,
+) -> tuple[list[JobProgress], list[Event]]:
+    """Holding everything: follow the started jobs, then allocate slots to the jobs that can start now."""
+    followed, events = _follow_jobs(jobs, views, name, spec.retry, now)
+    allocations = _place(spec, followed, testbed, now)
+    events += [Event("Reserved", f"job {p.job} gets slot{_plural(p.slots)} {_ids(p.slots)}") for p in allocations]
+    return [_reserve(p, allocations, now) for p in followed], events
+
+
+def _running(
+    spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, name: str
+) -> tuple[SchedulingState, str | None]:
+    """Completed once every job finished; until then Running, and what it waits for."""
+    if all(p.state.finished for p in jobs):
+        return SchedulingState.COMPLETED, None
+    return SchedulingState.RUNNING, _waiting_for(jobs, testbed, spec, name)
+
+
+def _release(
+    observation: SchedulingObservation, demand: Mapping[str, int], jobs: Sequence[JobProgress], name: str
+) -> Release | None:
+    """The jobs this Scheduling holds that are neither in its spec nor in its record (they left before starting)."""
     kept = set(demand) | {p.name for p in jobs}
     dropped = tuple(sorted(j for j, view in observation.jobs.items() if view.held_by == name and j not in kept))
-    if dropped:
-        actions.append(Release(dropped))
-        events.append(("Released", f"{_names(dropped)} left the spec before starting"))
+    return Release(dropped) if dropped else None
+
+
+def _render(
+    verdict: _Verdict, current: SchedulingStatus, *, testbed: str, generation: int | None, now: datetime
+) -> SchedulingDecision:
+    """The decision as the status to write, with its conditions, and the Events to tell."""
+    state, jobs = verdict.state, verdict.jobs
+    events = list(verdict.events)
     if state != current.state:
-        events.insert(
-            0, (state.value, _outcome(jobs) if state == SchedulingState.COMPLETED else waiting_for or state.value)
-        )
-    finished = sum(p.state in _FINISHED for p in jobs)
+        told = _outcome(jobs) if state == SchedulingState.COMPLETED else verdict.waiting_for or state.value
+        events.insert(0, Event(state.value, told, warning=state == SchedulingState.FAILED))
+    finished = sum(p.state.finished for p in jobs)
     updated = current.model_copy(
         update={
             "state": state,
-            "waiting_for": waiting_for,
+            "waiting_for": verdict.waiting_for,
             "jobs": jobs,
             "progress": f"{finished}/{len(jobs)}",
             "observed_generation": generation,
         }
     )
-    updated = _conditions(updated, problems, state=state, testbed=spec.testbed.name, generation=generation, now=now)
+    updated = _conditions(updated, verdict.problems, state=state, testbed=testbed, generation=generation, now=now)
+    return SchedulingDecision(updated, tuple(verdict.actions), tuple(events), _next_backoff(jobs, now))
+
+
+def _next_backoff(jobs: Sequence[JobProgress], now: datetime) -> float | None:
+    """Seconds until the first failed job's backoff ends; None when no job waits one out."""
     backoffs = [(p.retry_at - now).total_seconds() for p in jobs if _backing_off(p, now) and p.retry_at is not None]
-    return SchedulingDecision(updated, tuple(actions), tuple(events), min(backoffs, default=None))
+    return min(backoffs, default=None)
 
 
 def _backing_off(record: JobProgress, now: datetime) -> bool:
@@ -223,7 +311,7 @@ def _progress(previous: Sequence[JobProgress], demand: Mapping[str, int], now: d
         elif record.state == JobState.WAITING and record.executors != executors:
             record = record.model_copy(update={"executors": executors})
         records.append(record)
-    records += [p for p in previous if p.name not in demand and p.state != JobState.WAITING]
+    records += [p for p in previous if p.name not in demand and p.state.allocated]
     return records
 
 
@@ -260,18 +348,19 @@ def _blockers(spec: SchedulingSpec, observation: SchedulingObservation, name: st
 
 def _follow_jobs(
     jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str, retry: RetryPolicy, now: datetime
-) -> tuple[list[JobProgress], list[tuple[str, str]]]:
+) -> tuple[list[JobProgress], list[Event]]:
     """Take over what each started job's BatchJob reports (only reports about this Scheduling's current run).
 
     A failed run within the retry limit sends the job back to waiting, without slots, until its backoff
     is over; past the limit the job is recorded as failed. Either way the other jobs go on.
     """
-    followed, events = [], []
+    followed: list[JobProgress] = []
+    events: list[Event] = []
     for record in jobs:
         view = views.get(record.name)
         reported = _FROM_BATCHJOB.get(view.state) if view is not None and view.state is not None else None
         if (
-            record.state not in _HOLDING
+            not record.state.holds_slots
             or view is None
             or view.scheduling != name
             or view.attempt not in (None, record.attempt)
@@ -296,7 +385,7 @@ def _follow_jobs(
                 )
             )
             events.append(
-                (
+                Event(
                     "JobRetrying",
                     f"job {record.name} failed ({view.message or 'no reason given'}); "
                     f"attempt {record.attempt + 1} of {retry.limit + 1} in {delay}s",
@@ -306,23 +395,23 @@ def _follow_jobs(
         changes: dict[str, object] = {"state": reported}
         if reported == JobState.RUNNING and record.started_at is None:
             changes["started_at"] = now
-        if reported in _FINISHED:
+        if reported.finished:
             changes["finished_at"] = now
             changes["message"] = view.message
-            events.append((f"Job{reported.value}", f"job {record.name} {reported.value.lower()}"))
+            events.append(Event(f"Job{reported.value}", f"job {record.name} {reported.value.lower()}"))
         followed.append(record.model_copy(update=changes))
     return followed, events
 
 
 def _reserved_slots(jobs: Sequence[JobProgress]) -> set[int]:
-    return {slot for p in jobs if p.state in _HOLDING for slot in p.slots}
+    return {slot for p in jobs if p.state.holds_slots for slot in p.slots}
 
 
 def _place(spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, now: datetime) -> list[Allocation]:
     # Slots this Scheduling reserved may still look free on the Testbed (its status lags); never twice.
     free = testbed.free - _reserved_slots(jobs)
     # A job waiting out its backoff is left out for now, like a started one: it does not hold up the others.
-    started = {p.name for p in jobs if p.state != JobState.WAITING or _backing_off(p, now)}
+    started = {p.name for p in jobs if p.state.allocated or _backing_off(p, now)}
     if spec.queue_based is not None:
         return queue_allocations([r.name for r in spec.queue_based], started, free)
     assert spec.slot_based is not None
@@ -342,7 +431,7 @@ def _reserve(record: JobProgress, allocations: Sequence[Allocation], now: dateti
 def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: SchedulingSpec, name: str) -> str:
     waiting = [p for p in jobs if p.state == JobState.WAITING]
     if not waiting:
-        active = [p.name for p in jobs if p.state not in _FINISHED]
+        active = [p.name for p in jobs if not p.state.finished]
         return f"job{'s' if len(active) > 1 else ''} {_names(active)} to finish"
     first = waiting[0]
     if first.retry_at is not None:
@@ -397,3 +486,7 @@ def _names(names: Sequence[str]) -> str:
 
 def _ids(ids: Sequence[int]) -> str:
     return ", ".join(map(str, ids))
+
+
+def _plural(items: Sequence[object]) -> str:
+    return "s" if len(items) > 1 else ""

@@ -19,12 +19,11 @@ names a ghost after the testbed, node and slot id, so a creation is idempotent; 
 is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
 that still meets the ghost it replaces fails harmlessly and is decided again on the next pod event.
 
-Where this differs from the original system, on purpose:
+Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 
-* Executor pods are never deleted or changed (design rule 5). An executor outside any slot, two in one
-  slot, or one whose requests differ from the slot size by more than 1% is reported as a problem. The
-  original deleted executors whose requests differed by a byte, and all pods of a testbed whose node
-  lacked capacity.
+* Executor pods are never deleted or changed (docs/design.md#never-delete-running-work). An executor
+  outside any slot, two in one slot, or one whose requests differ from the slot size by more than 1% is
+  reported as a problem.
 * A node that lacks capacity for its slots gets no new ghosts and is reported (by name and shortfall);
   its slots stay listed so ids do not move. Finished pods do not count against capacity.
 * Finished executors (Succeeded/Failed) no longer hold their slot: it is Free and gets a ghost again.
@@ -41,13 +40,14 @@ Where this differs from the original system, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
+from esi.decisions.events import Event
 from esi.decisions.layout import NodeLabels, SlotPlace, layout_slots
 from esi.resources.meta import ConditionStatus, find_condition, set_conditions
 from esi.resources.quantity import Quantity
@@ -95,8 +95,7 @@ _NOTHING = Resources(Quantity(0), Quantity(0))
 def matches_slot_size(requests: Resources, size: Resources) -> bool:
     """Whether a pod requesting ``requests`` fits a slot of ``size``: each resource within 1% of the size.
 
-    The original meant to allow a tolerance but compared hashes of whole units, so an executor a byte off
-    the slot size was deleted. 200m/4000M matches 202m/4002M; 100m or 2000M do not.
+    200m/4000M matches 202m/4002M; 100m or 2000M do not (docs/compatibility.md#size-tolerance).
     """
     return all(
         abs(requested.amount - slot.amount) <= slot.amount * SIZE_TOLERANCE
@@ -187,7 +186,7 @@ GhostAction = CreateGhost | DeleteGhost
 class TestbedDecision:
     status: TestbedStatus
     actions: tuple[GhostAction, ...] = ()  # deletions first, then creations
-    events: tuple[tuple[str, str], ...] = field(default=())  # (reason, message) for Kubernetes Events
+    events: tuple[Event, ...] = field(default=())  # for Kubernetes Events
     problems: tuple[str, ...] = ()
 
 
@@ -207,6 +206,23 @@ def decide_testbed(
 ) -> TestbedDecision:
     """The Testbed's next status, the ghost pods to create and delete, and the events to emit."""
     current = status or TestbedStatus()
+    table = _decide(spec, current, observation)
+    return _render(spec, current, table, observation.held_by, generation=generation, now=now)
+
+
+@dataclass(frozen=True)
+class _SlotTable:
+    """What one decision finds and changes, before it is written as a status."""
+
+    nodes: int  # the testbed's nodes
+    slots: list[Slot]
+    missing: list[int]  # slots that wait for a ghost pod
+    problems: list[_Problem]
+    actions: tuple[GhostAction, ...]  # deletions first, then creations
+
+
+def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObservation) -> _SlotTable:
+    """What changes: where the slots are, what is wrong, and which ghost pods go and come."""
     size = Resources(spec.resources_per_slot.cpu, spec.resources_per_slot.memory)
     pods = sorted(observation.pods, key=lambda p: p.name)
     executors = [p for p in pods if p.role == PodRole.EXECUTOR and not p.phase.finished]
@@ -221,22 +237,33 @@ def decide_testbed(
     problems = [_Problem("NodeLabelInvalid", p) for p in layout.problems] + problems
     short = _capacity_problems(observation.nodes, layout.node_names, spec.slots_per_node, size)
     problems += short.values()
-    problems += [
-        _Problem(
-            "ReservationInvalid",
-            f"scheduling {r.scheduling} reserved slot {slot} for job {r.job}, which does not exist",
-        )
-        for slot, r in sorted(reserved.items())
-        if slot not in places
-    ]
+    problems += _unknown_reservations(reserved, places)
     in_slot, executor_problems = _executors_in_slots(executors, places, size)
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
+    slots, missing, creations = _fill(
+        layout.slots, ghosts=ghosts, in_slot=in_slot, reserved=reserved, short=short, blocked=blocked, size=size
+    )
+    return _SlotTable(len(layout.node_names), slots, missing, problems, (*deletions, *creations))
+
+
+def _fill(
+    places: Sequence[SlotPlace],
+    *,
+    ghosts: Mapping[int, PodView],
+    in_slot: Mapping[int, Sequence[PodView]],
+    reserved: Mapping[int, Reservation],
+    short: Container[str],
+    blocked: Container[int],
+    size: Resources,
+) -> tuple[list[Slot], list[int], list[CreateGhost]]:
+    """Each slot's row of the table, the slots that wait for a ghost, and the ghosts to create for them: none
+    on a node ``short`` of capacity, none while the slot's previous ghost is terminating (``blocked``)."""
     slots: list[Slot] = []
-    creations: list[CreateGhost] = []
     missing: list[int] = []
-    for place in layout.slots:
+    creations: list[CreateGhost] = []
+    for place in places:
         ghost = ghosts.get(place.id)
         given = in_slot.get(place.id, [])
         slot = _slot(place, given, reserved.get(place.id), ghost.name if ghost else None)
@@ -246,40 +273,64 @@ def decide_testbed(
         missing.append(place.id)
         if place.node_name not in short and place.id not in blocked:
             creations.append(CreateGhost(place.id, place.node_name, place.position, size))
+    return slots, missing, creations
 
+
+def _unknown_reservations(reserved: Mapping[int, Reservation], places: Mapping[int, SlotPlace]) -> list[_Problem]:
+    return [
+        _Problem(
+            "ReservationInvalid",
+            f"scheduling {r.scheduling} reserved slot {slot} for job {r.job}, which does not exist",
+        )
+        for slot, r in sorted(reserved.items())
+        if slot not in places
+    ]
+
+
+def _render(
+    spec: TestbedSpec,
+    current: TestbedStatus,
+    table: _SlotTable,
+    held_by: str | None,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> TestbedDecision:
+    """The decision as the status to write (slot table, counts, state, conditions) and the Events to tell."""
+    slots, problems = table.slots, table.problems
     counts = SlotCounts(
-        nodes=len(layout.node_names),
+        nodes=table.nodes,
         slots=len(slots),
         free=sum(s.state == SlotState.FREE for s in slots),
         reserved=sum(s.state == SlotState.RESERVED for s in slots),
         occupied=sum(s.state == SlotState.OCCUPIED for s in slots),
     )
-    state, message = _state(spec, counts, missing, problems, observation.held_by)
+    state, message = _state(spec, counts, table.missing, problems, held_by)
     listed, problem_text = _listed(problems)
     updated = current.model_copy(
         update={
             "state": state,
             "counts": counts,
             "slots": slots,
-            "scheduling": observation.held_by,
+            "scheduling": held_by,
             "message": message,
             "observed_generation": generation,
         }
     )
-    updated = _conditions(updated, missing, problems, problem_text, generation=generation, now=now)
+    updated = _conditions(updated, table.missing, problems, problem_text, generation=generation, now=now)
+    events = _events(current, state, message, listed)
+    return TestbedDecision(updated, table.actions, events, tuple(p.message for p in problems))
 
-    events: list[tuple[str, str]] = []
+
+def _events(current: TestbedStatus, state: TestbedState, message: str, listed: Sequence[_Problem]) -> tuple[Event, ...]:
+    """A change of state, and each listed problem not reported already (a Warning: someone should fix it)."""
+    events: list[Event] = []
     if state != current.state:
-        events.append((state.value, message))
+        events.append(Event(state.value, message))
     previous = find_condition(current.conditions, "Healthy")
     previous_text = previous.message if previous is not None and previous.status == ConditionStatus.FALSE else ""
-    events += [(p.reason, p.message) for p in listed if p.message not in previous_text]
-    return TestbedDecision(
-        updated,
-        (*deletions, *creations),
-        tuple(events),
-        tuple(p.message for p in problems),
-    )
+    events += [Event(p.reason, p.message, warning=True) for p in listed if p.message not in previous_text]
+    return tuple(events)
 
 
 def _reservations(reservations: Iterable[Reservation]) -> tuple[dict[int, Reservation], list[_Problem]]:

@@ -3,5 +3,5 @@
 ``names`` holds the labels, priority classes and scheduler name every component must agree on;
 ``ghosts`` the ghost pods that hold free slots; ``applications`` the SparkApplication or FlinkDeployment of
 a run; ``holds`` the Leases by which a Scheduling holds its Testbed and jobs; ``priority`` the two
-PriorityClasses.
+PriorityClasses; ``owners`` the owner references that tie each of them to its owner.
 """

@@ -12,8 +12,9 @@ values give way:
 * labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
 * a fixed executor count: no dynamic allocation (Spark), no autoscaler (Flink).
 
-Drivers and JobManagers are scheduled normally and are left as the user wrote them (the original put the
-executor priority class on the Spark driver too). Everything else the user wrote is kept unchanged.
+Drivers and JobManagers are scheduled normally and are left as the user wrote them: the executor priority
+class goes on executors only (docs/compatibility.md#applications). Everything else the user wrote is kept
+unchanged.
 
 ``application_view`` reads an application and its pods back into the ``ApplicationView`` that
 ``decide_batchjob`` works on. The functions are pure: they copy, never change their input, and raise
@@ -33,19 +34,21 @@ from esi.objects.names import (
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
     ROLE_EXECUTOR,
     ROLE_LABEL,
     SCHEDULER_NAME,
     TESTBED_LABEL,
+    is_executor,
 )
+from esi.objects.owners import owner_reference
 from esi.resources.batchjob import BatchJob
 from esi.resources.meta import API_VERSION, deep_merged
 from esi.resources.quantity import Quantity
 
 __all__ = [
     "FLINK",
-    "MANAGED_BY",
-    "MANAGED_BY_LABEL",
     "SPARK",
     "ApplicationError",
     "ApplicationKind",
@@ -56,9 +59,6 @@ __all__ = [
     "application_view",
     "is_executor_pod",
 ]
-
-MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
-MANAGED_BY: Final = "esi"
 
 _MIB: Final = 2**20
 # Spark's own default executor memory overhead: 10% of the heap, at least 384 MiB.
@@ -138,11 +138,11 @@ def application_pod_selector(kind: ApplicationKind, name: str) -> dict[str, str]
 
 
 def is_executor_pod(pod: Mapping[str, Any]) -> bool:
-    """Whether a pod is an executor (a Spark executor or a Flink TaskManager), by its operator's or esi's labels."""
+    """Whether one of an application's pods is an executor (a Spark executor or a Flink TaskManager): by esi's
+    labels, or by its operator's, which mark the executors of an application whatever its pod template says."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    if labels.get(ROLE_LABEL) == ROLE_EXECUTOR:
-        return True
-    return any(labels.get(kind.executor_label[0]) == kind.executor_label[1] for kind in _KINDS)
+    marks = (kind.executor_label for kind in _KINDS)
+    return is_executor(labels) or any(labels.get(key) == value for key, value in marks)
 
 
 # --- building -----------------------------------------------------------------------------------------------
@@ -179,16 +179,7 @@ def application_manifest(job: BatchJob, assignment: SlotAssignment, *, namespace
                 TESTBED_LABEL: assignment.testbed,
                 ATTEMPT_LABEL: str(assignment.attempt),
             },
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "BatchJob",
-                    "name": name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(API_VERSION, "BatchJob", name, uid)],
         },
         "spec": spec,
     }

@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
-from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import (
+    GHOST_PRIORITY_CLASS,
+    JOB_LABEL,
+    ROLE_GHOST,
+    ROLE_LABEL,
+    SLOT_LABEL,
+    TESTBED_LABEL,
+    slot_of,
+)
+from esi.objects.owners import owner_reference
+from esi.resources.meta import API_VERSION, part_of_esi
 from esi.resources.quantity import Quantity, QuantityError
 
 __all__ = ["GHOST_IMAGE", "ghost_name", "ghost_pod", "node_view", "pod_requests", "pod_view"]
@@ -38,18 +48,9 @@ def ghost_pod(testbed: str, testbed_uid: str, namespace: str, create: CreateGhos
                 ROLE_LABEL: ROLE_GHOST,
                 TESTBED_LABEL: testbed,
                 SLOT_LABEL: str(create.slot),
-                "app.kubernetes.io/part-of": "esi",
+                **part_of_esi(),
             },
-            "ownerReferences": [
-                {
-                    "apiVersion": "esi.tu-berlin.de/v1alpha1",
-                    "kind": "Testbed",
-                    "name": testbed,
-                    "uid": testbed_uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(API_VERSION, "Testbed", testbed, testbed_uid)],
         },
         "spec": {
             "nodeName": create.node_name,
@@ -87,14 +88,13 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         role = PodRole(labels.get(ROLE_LABEL, ""))
     except ValueError:
         return None
-    slot_label = labels.get(SLOT_LABEL, "")
     phase_text = (pod.get("status") or {}).get("phase", "Pending")
     phase = PodPhase(phase_text) if phase_text in PodPhase.__members__.values() else PodPhase.PENDING
     return PodView(
         name=metadata["name"],
         role=role,
         node_name=(pod.get("spec") or {}).get("nodeName") or None,
-        slot=int(slot_label) if slot_label.isdigit() else None,
+        slot=slot_of(labels),
         requests=pod_requests(pod),
         phase=phase,
         job=labels.get(JOB_LABEL),

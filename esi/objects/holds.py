@@ -2,8 +2,8 @@
 
 A hold is a ``coordination.k8s.io/v1`` Lease in the held object's namespace, named after what it holds
 (``testbed.<name>``, ``batchjob.<name>``), its holder identity the Scheduling's name, and owned by that
-Scheduling. This answers the original's claim races (reference §6.6, bug 2) with what the API server
-already guarantees:
+Scheduling. Holds rest on what the API server already guarantees (docs/design.md#holds; why not spec
+fields: docs/compatibility.md#holds):
 
 * Taking a hold is *create*: of two Schedulings creating the same Lease, exactly one succeeds (the other
   gets 409 Conflict) — no read-modify-write of someone else's object, no spec field a user or GitOps owns.
@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from esi.resources.meta import API_VERSION
+from esi.objects.names import MANAGED_BY, MANAGED_BY_LABEL
+from esi.objects.owners import owner_reference
+from esi.resources.meta import API_VERSION, GROUP
 
 __all__ = ["HOLDER_UID_LABEL", "HOLD_KIND_LABEL", "Hold", "HoldKind", "hold_manifest", "hold_name", "read_hold"]
 
-HOLD_KIND_LABEL: Final = "esi.tu-berlin.de/hold-of"  # testbed | batchjob: marks esi's Leases
-HOLDER_UID_LABEL: Final = "esi.tu-berlin.de/holder-uid"  # the holding Scheduling's UID (to find its holds)
-HELD_ANNOTATION: Final = "esi.tu-berlin.de/held"  # the held object's name (a name may exceed a label value)
+HOLD_KIND_LABEL: Final = f"{GROUP}/hold-of"  # testbed | batchjob: marks esi's Leases
+HOLDER_UID_LABEL: Final = f"{GROUP}/holder-uid"  # the holding Scheduling's UID (to find its holds)
+HELD_ANNOTATION: Final = f"{GROUP}/held"  # the held object's name (a name may exceed a label value)
 _MAX_NAME = 253
 
 
@@ -68,17 +70,11 @@ def hold_manifest(kind: HoldKind, held: str, *, namespace: str, scheduling: str,
             "labels": {
                 HOLD_KIND_LABEL: kind.value,
                 HOLDER_UID_LABEL: scheduling_uid,
-                "app.kubernetes.io/managed-by": "esi",
+                MANAGED_BY_LABEL: MANAGED_BY,
             },
             "annotations": {HELD_ANNOTATION: held},
             "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "Scheduling",
-                    "name": scheduling,
-                    "uid": scheduling_uid,
-                    "blockOwnerDeletion": False,
-                }
+                owner_reference(API_VERSION, "Scheduling", scheduling, scheduling_uid, controller=False)
             ],
         },
         "spec": {"holderIdentity": scheduling},

@@ -1,4 +1,5 @@
-"""The names esi writes on Kubernetes objects: labels, priority classes, the second scheduler's name.
+"""The names esi writes on Kubernetes objects (labels, priority classes, the second scheduler's name) and how
+labels read back: which pod is an executor, which slot a pod carries.
 
 One place for them, because several components must agree: the BatchJob reconciler labels executor pod
 templates, the Testbed reconciler labels ghost pods, the extender reads both.
@@ -6,7 +7,11 @@ templates, the Testbed reconciler labels ghost pods, the extender reads both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
+
+from esi.decisions.testbed_lifecycle import PodRole
+from esi.resources.meta import GROUP
 
 __all__ = [
     "ATTEMPT_LABEL",
@@ -15,23 +20,29 @@ __all__ = [
     "GHOST_PRIORITY",
     "GHOST_PRIORITY_CLASS",
     "JOB_LABEL",
+    "MANAGED_BY",
+    "MANAGED_BY_LABEL",
     "ROLE_EXECUTOR",
     "ROLE_GHOST",
     "ROLE_LABEL",
     "SCHEDULER_NAME",
     "SLOT_LABEL",
     "TESTBED_LABEL",
+    "is_executor",
+    "slot_of",
 ]
 
-_PREFIX: Final = "esi.tu-berlin.de"
+TESTBED_LABEL: Final = f"{GROUP}/testbed"  # ghosts and executors: the Testbed's name
+ROLE_LABEL: Final = f"{GROUP}/role"  # ROLE_GHOST or ROLE_EXECUTOR
+ROLE_GHOST: Final = PodRole.GHOST.value
+ROLE_EXECUTOR: Final = PodRole.EXECUTOR.value
+JOB_LABEL: Final = f"{GROUP}/job"  # executors: the BatchJob they belong to
+SLOT_LABEL: Final = f"{GROUP}/slot"  # ghosts: the slot they hold; executors: the slot the extender gave them
+ATTEMPT_LABEL: Final = f"{GROUP}/attempt"  # applications and executors: which attempt of the job in its Scheduling
 
-TESTBED_LABEL: Final = f"{_PREFIX}/testbed"  # ghosts and executors: the Testbed's name
-ROLE_LABEL: Final = f"{_PREFIX}/role"  # ROLE_GHOST or ROLE_EXECUTOR
-ROLE_GHOST: Final = "ghost"
-ROLE_EXECUTOR: Final = "executor"
-JOB_LABEL: Final = f"{_PREFIX}/job"  # executors: the BatchJob they belong to
-SLOT_LABEL: Final = f"{_PREFIX}/slot"  # ghosts: the slot they hold; executors: the slot the extender gave them
-ATTEMPT_LABEL: Final = f"{_PREFIX}/attempt"  # applications and executors: which attempt of the job in its Scheduling
+# A recommended label (app.kubernetes.io), like ``esi.resources.meta.PART_OF_LABEL``.
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"  # applications and holds: esi made them
+MANAGED_BY: Final = "esi"
 
 SCHEDULER_NAME: Final = "esi-scheduler"
 
@@ -41,3 +52,14 @@ GHOST_PRIORITY_CLASS: Final = "esi-ghost"
 GHOST_PRIORITY: Final = 1_000_000
 EXECUTOR_PRIORITY_CLASS: Final = "esi-executor"
 EXECUTOR_PRIORITY: Final = 2_000_000
+
+
+def is_executor(labels: Mapping[str, str]) -> bool:
+    """Whether a pod with these labels is one of esi's executors: a pod that goes into a Testbed's slot."""
+    return labels.get(ROLE_LABEL) == ROLE_EXECUTOR
+
+
+def slot_of(labels: Mapping[str, str]) -> int | None:
+    """The slot id a pod carries (a ghost the slot it holds, an executor the slot it was given), or None."""
+    value = labels.get(SLOT_LABEL, "")
+    return int(value) if value.isascii() and value.isdigit() else None

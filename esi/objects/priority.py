@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from esi.objects.names import EXECUTOR_PRIORITY, EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY, GHOST_PRIORITY_CLASS
+from esi.objects.names import (
+    EXECUTOR_PRIORITY,
+    EXECUTOR_PRIORITY_CLASS,
+    GHOST_PRIORITY,
+    GHOST_PRIORITY_CLASS,
+)
+from esi.resources.meta import part_of_esi
 
 __all__ = ["priority_classes"]
 
@@ -39,7 +45,7 @@ def _priority_class(name: str, value: int, preemption: str, description: str) ->
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "esi"}},
+        "metadata": {"name": name, "labels": part_of_esi()},
         "value": value,
         "preemptionPolicy": preemption,
         "globalDefault": False,

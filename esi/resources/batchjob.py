@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
 
 __all__ = [
+    "ACTIVE_STATES",
     "MAX_RUNS",
     "BatchJob",
     "BatchJobSpec",
@@ -121,6 +122,19 @@ class BatchJobState(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     RELEASING = "Releasing"  # released by its Scheduling; the application and its pods are being removed
+
+    @property
+    def active(self) -> bool:
+        """A run is under way: its application was created and has not ended (Submitted, Scheduled, Running)."""
+        return self in ACTIVE_STATES
+
+    @property
+    def finished(self) -> bool:
+        return self in (BatchJobState.SUCCEEDED, BatchJobState.FAILED)
+
+
+ACTIVE_STATES: Final = (BatchJobState.SUBMITTED, BatchJobState.SCHEDULED, BatchJobState.RUNNING)
+"""The states of a run under way, in the order it reaches them."""
 
 
 class RunOutcome(StrEnum):

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from esi.resources.batchjob import BatchJobSpec, BatchJobStatus
-from esi.resources.meta import GROUP, VERSION
+from esi.resources.meta import GROUP, VERSION, part_of_esi
 from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 
@@ -194,7 +194,7 @@ def crd(definition: CrdDefinition) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": definition.name, "labels": {"app.kubernetes.io/part-of": "esi"}},
+        "metadata": {"name": definition.name, "labels": part_of_esi()},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",

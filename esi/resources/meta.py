@@ -25,6 +25,7 @@ __all__ = [
     "GROUP",
     "NAMESPACE_PATTERN",
     "NAME_PATTERN",
+    "PART_OF_LABEL",
     "VERSION",
     "Condition",
     "ConditionStatus",
@@ -34,6 +35,7 @@ __all__ = [
     "ReconciledStatus",
     "deep_merged",
     "find_condition",
+    "part_of_esi",
     "set_condition",
     "set_conditions",
     "utc_now",
@@ -41,7 +43,10 @@ __all__ = [
 
 GROUP: Final = "esi.tu-berlin.de"
 VERSION: Final = "v1alpha1"
-API_VERSION: Final = "esi.tu-berlin.de/v1alpha1"
+API_VERSION: Final = "esi.tu-berlin.de/v1alpha1"  # GROUP/VERSION, spelled out: the models' Literal types need it
+# The recommended label (app.kubernetes.io) on everything esi installs or creates: CRDs, PriorityClasses,
+# ghost pods, the installation's own objects.
+PART_OF_LABEL: Final = "app.kubernetes.io/part-of"
 
 # Bounds for lists and strings: the API server needs them to estimate the cost of CEL rules, and they keep
 # a single object far below etcd's size limit.
@@ -213,6 +218,11 @@ def deep_merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def part_of_esi() -> dict[str, str]:
+    """The labels that mark an object as part of esi."""
+    return {PART_OF_LABEL: "esi"}
 
 
 def utc_now() -> datetime:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -87,7 +87,8 @@ class SlotBased(EsiModel):
     @field_validator("mode", mode="before")
     @classmethod
     def _accept_upper_case(cls, mode: Any) -> Any:
-        # The original system's manifests spell the modes in upper case.
+        # The original's REST clients spell modes in upper case; both spellings are accepted
+        # (docs/compatibility.md#manifests).
         return mode.lower() if isinstance(mode, str) else mode
 
     @field_validator("jobs")
@@ -152,6 +153,32 @@ class JobState(StrEnum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+
+    @property
+    def holds_slots(self) -> bool:
+        """Its slots are taken: reserved for it, or its executors are in them (Reserved, Submitted, Running).
+
+        Every reader of a Scheduling's record counts these slots as reserved: the Scheduling when it allocates
+        more, the Testbed reconciler in its slot table, the BatchJob reconciler when it follows the job.
+        """
+        return self in _HOLDING_SLOTS
+
+    @property
+    def allocated(self) -> bool:
+        """Slots were allocated to its current run (anything but Waiting); a finished job's record keeps them."""
+        return self != JobState.WAITING
+
+    @property
+    def queued(self) -> bool:
+        """Not started yet: waiting for slots, or given slots but its application not created yet."""
+        return self in (JobState.WAITING, JobState.RESERVED)
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED)
+
+
+_HOLDING_SLOTS: Final = frozenset({JobState.RESERVED, JobState.SUBMITTED, JobState.RUNNING})
 
 
 class JobProgress(EsiModel):

@@ -1,23 +1,24 @@
-"""The external scheduler's view: the original's JSON shapes (reference §7.1), from and to esi's resources.
+"""The external scheduler's view: the original ESI's JSON shapes, from and to esi's resources.
 
 Schedulers written for the original read these shapes and state names, so the wire keeps them: Testbed
 states ``INITIAL``/``SUCCESS``/``RUNNING``/``ERROR``, slot states ``FREE``/``RESERVED``/``OCCUPIED``,
 BatchJob states ``ReadyState`` … ``CompletedState``, Scheduling states ``AcquireState`` …
 ``CompletedState`` and per-job ``Acquiring`` … ``Completed``. esi's own words go in additive fields
-(``namespace``, ``esiState``, ``waitingFor``, ``message``, ``runs``), which the original's clients ignore.
+(``namespace``, ``esiState``, ``waitingFor``, ``message``, ``runs``), which the original's clients ignore
+(docs/compatibility.md#json-shapes, #state-names).
 
-Differences on purpose: a Testbed without slots yet is an empty ``slotsByNode`` (the original threw); a run
-that failed is ``successful: false`` and a job whose last run failed is ``FailedSubmissionState``, as the
-original named an application failure. Pure: models in, models out.
+A Testbed without slots yet is an empty ``slotsByNode`` (docs/compatibility.md#rest-api); a run that
+failed is ``successful: false`` and a job whose last run failed is ``FailedSubmissionState``. Pure: models
+in, models out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
 from esi.resources.meta import Condition, EsiModel, ObjectReference
@@ -43,6 +44,7 @@ __all__ = [
     "external_batchjob",
     "external_scheduling",
     "external_testbed",
+    "field_problems",
     "overview",
     "scheduling_spec",
 ]
@@ -305,6 +307,23 @@ class ApiError(_Wire):
 
     message: str
     errors: list[FieldProblem] = Field(default_factory=list)
+
+
+def field_problems(
+    errors: ValidationError | Iterable[Mapping[str, Any]], *, prefix: str = "", skip: int = 0, whole: str = "(body)"
+) -> list[FieldProblem]:
+    """pydantic's errors (a ``ValidationError`` or its ``errors()``) as field problems, in their order.
+
+    A field is its dotted location with the first ``skip`` parts dropped (FastAPI's ``body``) and ``prefix``
+    put before it; an error about the whole of what was validated is at ``prefix`` without its trailing dot,
+    or at ``whole`` when there is no prefix.
+    """
+    problems = []
+    for error in errors.errors() if isinstance(errors, ValidationError) else errors:
+        location = ".".join(str(part) for part in tuple(error.get("loc", ()))[skip:])
+        field = prefix + location if location else prefix.rstrip(".") or whole
+        problems.append(FieldProblem(field=field, problem=str(error.get("msg", "invalid"))))
+    return problems
 
 
 class TestbedSummary(_Wire):

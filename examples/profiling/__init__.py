@@ -1,4 +1,4 @@
-"""The original's example profiling scheduler (thesis §5.2, reference §8.1), on esi's public client.
+"""The original ESI's example profiling scheduler, on esi's public client (docs/compatibility.md#profiling-scheduler).
 
 - ``matrix`` — the co-location matrix kept in the jobs' ``externalScheduler`` data, and how a run becomes
   a sample of it (pure);

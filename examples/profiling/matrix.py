@@ -1,9 +1,10 @@
 """The co-location matrix the profiler learns: how long job a runs while job b runs on the same node.
 
-The matrix lives only in the jobs themselves, in the original's format (reference §8.1), so other tools
-written for the original read it and a restarted profiler carries on where it stopped: job ``a``'s
-``externalScheduler.profiler[0]`` maps each partner ``b`` to ``"<seconds> (<samples>)"`` — the mean
-runtime of ``a`` next to ``b`` in whole seconds, over that many runs. The matrix is not symmetric (a row is
+The matrix lives only in the jobs themselves, in the original ESI's format
+(docs/compatibility.md#the-co-location-matrix), so other tools written for the original read it and a
+restarted profiler carries on where it stopped: job ``a``'s ``externalScheduler.profiler[0]`` maps each
+partner ``b`` to ``"<seconds> (<samples>)"`` — the mean runtime of ``a`` next to ``b`` in whole seconds,
+over that many runs. The matrix is not symmetric (a row is
 its own job's runtime) and has no diagonal (a job runs once at a time, so it cannot be its own partner).
 
 Beside it, ``externalScheduler.profilerSchedulings[0]`` maps each partner to the last profiling Scheduling
@@ -67,8 +68,8 @@ class Entry:
     def with_sample(self, seconds: float) -> Entry:
         """The cumulative moving average with one more run of ``seconds``: (avg·n + x) / (n + 1).
 
-        Rounded to the nearest second, not truncated as the original did: truncating every update pulls
-        the stored mean down a little more with each sample.
+        Rounded to the nearest second, not truncated: truncating every update would pull the stored mean
+        down a little more with each sample (docs/compatibility.md#profiling-scheduler).
         """
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(f"a runtime must be a non-negative number of seconds, not {seconds!r}")

@@ -1,24 +1,22 @@
 """Where the profiler and the scheduler put jobs: pure functions of a Testbed's slots and the matrix.
 
-**The scheduler's queue** (thesis §5.2). A round takes as many jobs as the Testbed has nodes, each
+**The scheduler's queue** (as in the thesis). A round takes as many jobs as the Testbed has nodes, each
 replicated NumberOfSlots / NumberOfJobs times. Every node gets one of them as its *lead* and, in its other
 slots, the lead's best partners — the jobs next to which the lead ran shortest — greedily, node by node,
 each job once per slot position, so that a round is not the same job everywhere. esi maps a queue onto the
 free slots in ascending id order, and slot ids interleave across nodes; the queue is therefore written slot
 by slot from the Testbed's own slot table, which puts each group on its node whatever the layout.
 
-Where this differs from the original's scheduler on purpose:
+Also (docs/compatibility.md#profiling-scheduler):
 
-- the slot count is the Testbed's real one (the original computed slotsPerNode², right only for 2 nodes);
-- when the candidates run out, a job is replicated again rather than a null job queued;
+- the slot count is the Testbed's real one;
+- when the candidates run out, a job is replicated again;
 - a partner is chosen so that later nodes can still get a partner other than their own lead, where
-  possible (the original could leave the last node only its lead, twice);
-- the round's jobs are the idle ones first, then those the scheduler ran longest ago (the original drew
-  them at random, busy or not).
+  possible;
+- the round's jobs are the idle ones first, then those the scheduler ran longest ago.
 
 **The profiler's slots**: two slots on one node, so both jobs of a pair share it. The profiler names them
-in a slot-based Scheduling, which co-locates the pair on any Testbed; the original queued the pair and
-relied on the profiling Testbed having a single node.
+in a slot-based Scheduling, which co-locates the pair on any Testbed, whatever its number of nodes.
 """
 
 from __future__ import annotations

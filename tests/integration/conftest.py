@@ -14,7 +14,7 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Namespace, Node
 from lightkube.resources.scheduling_v1 import PriorityClass
 
-from api.app import create_extender_app
+from api.extender.app import create_extender_app
 from api.extender.slot_index import SlotIndex
 from api.threaded import serve_in_thread
 from esi.objects import priority

@@ -13,7 +13,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from api.app import create_extender_app
+from api.extender.app import create_extender_app
 from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.threaded import serve_in_thread
 from esi.objects.names import (

@@ -3,7 +3,7 @@ applications, the simulated Spark/Flink operator creates executor pods, the real
 each into its slot through esi's extender, the applications run and end, and the Scheduling completes.
 
 The whole local stack runs as processes (``esi_stack``): reconcilers, simulated operator, API, scheduler.
-The original's scenarios 1-2 and 7-12 (reference §9) are re-expressed here against it.
+The original's scenarios 1-2 and 7-12 (docs/compatibility.md#scenarios) are re-expressed here against it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
-from tests.integration.kube import create_in, wait_for
+from tests.integration.kube import create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 
 
@@ -36,12 +36,6 @@ def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str
 def status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = get(cluster, namespace, kind, name).get("status") or {}
     return found
-
-
-def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_node: int = 2) -> None:
-    size = {"cpu": "1", "memory": "1Gi"}
-    manifest = testbed_manifest(nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot=size)
-    create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})
 
 
 def spark_job(cluster: LocalCluster, namespace: str, name: str, **conf: str) -> None:
@@ -404,7 +398,7 @@ def test_a_scheduling_deleted_while_the_operators_are_down_is_released_when_they
 
 def test_slot_lists_run_each_job_on_exactly_its_slots(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
-) -> None:  # original 23: slot-based, relaxed lets a job whose slots are free start past a waiting one
+) -> None:  # slot-based, relaxed lets a job whose slots are free start past a waiting one
     new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
     for job in ("a", "b", "c"):
         spark_job(esi_stack, namespace, job)

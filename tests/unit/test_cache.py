@@ -7,12 +7,8 @@ from typing import Any
 
 from api.cache import MEMO_LIMIT, Change, ResourceCache
 from api.notifications import notifier
+from tests.builders import stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
-
-
-def meta(manifest: dict[str, Any], name: str, version: int, namespace: str = "ns", **status: Any) -> dict[str, Any]:
-    body = manifest | {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(version)}}
-    return body | ({"status": status} if status else {})
 
 
 class Recorder:
@@ -31,9 +27,9 @@ def test_objects_are_added_changed_and_deleted_with_one_change_each() -> None:
     cache, seen = ResourceCache(), Recorder()
     cache.listen(seen)
 
-    cache.testbeds.observed(meta(testbed_manifest(), "tb", 1))
-    cache.testbeds.observed(meta(testbed_manifest(slotsPerNode=3), "tb", 2))
-    cache.testbeds.deleted(meta(testbed_manifest(), "tb", 3))
+    cache.testbeds.observed(stored(testbed_manifest(), "tb", 1))
+    cache.testbeds.observed(stored(testbed_manifest(slotsPerNode=3), "tb", 2))
+    cache.testbeds.deleted(stored(testbed_manifest(), "tb", 3))
 
     assert seen.changes == [("testbeds", "ADDED", "tb"), ("testbeds", "MODIFIED", "tb"), ("testbeds", "DELETED", "tb")]
     assert cache.testbeds.get("ns", "tb") is None
@@ -41,10 +37,10 @@ def test_objects_are_added_changed_and_deleted_with_one_change_each() -> None:
 
 def test_an_older_version_never_replaces_a_newer_one() -> None:
     cache = ResourceCache()
-    cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))  # e.g. the answer to a write
+    cache.jobs.observed(stored(batchjob_manifest(), "j", 7, state="Running"))  # e.g. the answer to a write
 
-    lagging = cache.jobs.observed(meta(batchjob_manifest(), "j", 5, state="Ready"))  # the watch lagging
-    same = cache.jobs.observed(meta(batchjob_manifest(), "j", 7, state="Running"))
+    lagging = cache.jobs.observed(stored(batchjob_manifest(), "j", 5, state="Ready"))  # the watch lagging
+    same = cache.jobs.observed(stored(batchjob_manifest(), "j", 7, state="Running"))
 
     job = cache.jobs.get("ns", "j")
     assert job is not None
@@ -56,11 +52,11 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
 
 def test_a_list_is_the_whole_truth_and_marks_the_kind_synced() -> None:
     cache, seen = ResourceCache(), Recorder()
-    cache.schedulings.observed(meta(scheduling_manifest(), "gone", 1))
+    cache.schedulings.observed(stored(scheduling_manifest(), "gone", 1))
     cache.listen(seen)
     assert cache.unsynced() == ["testbeds", "jobs", "schedulings"]
 
-    cache.schedulings.listed([meta(scheduling_manifest(), "kept", 2)])
+    cache.schedulings.listed([stored(scheduling_manifest(), "kept", 2)])
 
     assert [s.metadata.name for s in cache.schedulings.in_namespace("ns")] == ["kept"]
     assert seen.changes == [("schedulings", "ADDED", "kept"), ("schedulings", "DELETED", "gone")]
@@ -69,7 +65,7 @@ def test_a_list_is_the_whole_truth_and_marks_the_kind_synced() -> None:
 
 def test_an_object_esi_cannot_read_is_left_out_not_half_served() -> None:
     cache = ResourceCache()
-    broken = meta(testbed_manifest(), "tb", 1)
+    broken = stored(testbed_manifest(), "tb", 1)
     broken["spec"]["slotsPerNode"] = "many"
 
     assert cache.testbeds.observed(broken) is None
@@ -78,8 +74,8 @@ def test_an_object_esi_cannot_read_is_left_out_not_half_served() -> None:
 
 def test_namespaces_are_kept_apart() -> None:
     cache = ResourceCache()
-    cache.testbeds.observed(meta(testbed_manifest(), "tb", 1, namespace="a"))
-    cache.testbeds.observed(meta(testbed_manifest(), "tb", 2, namespace="b"))
+    cache.testbeds.observed(stored(testbed_manifest(), "tb", 1, namespace="a"))
+    cache.testbeds.observed(stored(testbed_manifest(), "tb", 2, namespace="b"))
 
     assert [t.metadata.namespace for t in cache.testbeds.in_namespace("a")] == ["a"]
     assert cache.testbeds.get("c", "tb") is None
@@ -89,7 +85,7 @@ def test_each_change_goes_to_the_list_topic_by_name_and_to_the_objects_topic_in_
     cache, out = ResourceCache(), Recorder()
     cache.listen(notifier(out))
 
-    cache.schedulings.observed(meta(scheduling_manifest(), "s", 1))
+    cache.schedulings.observed(stored(scheduling_manifest(), "s", 1))
 
     assert out.published[0] == ("ns", "/topic/schedulings", {"action": "ADDED", "resource": "s"})
     namespace, destination, payload = out.published[1]
@@ -102,17 +98,17 @@ def test_each_change_goes_to_the_list_topic_by_name_and_to_the_objects_topic_in_
 def test_a_write_the_external_view_does_not_show_is_not_announced() -> None:
     cache, out = ResourceCache(), Recorder()
     cache.listen(notifier(out))
-    cache.jobs.observed(meta(batchjob_manifest(), "j", 1))
+    cache.jobs.observed(stored(batchjob_manifest(), "j", 1))
     before = len(out.published)
 
-    cache.jobs.observed(meta(batchjob_manifest(), "j", 2, observedGeneration=3))  # not part of the view
+    cache.jobs.observed(stored(batchjob_manifest(), "j", 2, observedGeneration=3))  # not part of the view
     assert len(out.published) == before
-    cache.jobs.observed(meta(batchjob_manifest(), "j", 3, state="Queued"))
+    cache.jobs.observed(stored(batchjob_manifest(), "j", 3, state="Queued"))
     assert [(d, p["action"]) for _, d, p in out.published[before:]] == [
         ("/topic/jobs", "MODIFIED"),
         ("/topic/jobs/j", "MODIFIED"),
     ]
-    cache.jobs.deleted(meta(batchjob_manifest(), "j", 4))
+    cache.jobs.deleted(stored(batchjob_manifest(), "j", 4))
     assert out.published[-1][2]["action"] == "DELETED"
 
 
@@ -126,7 +122,7 @@ def test_a_memoised_answer_lasts_until_the_next_change() -> None:
 
     assert cache.memo("jobs", render) == b"0"
     assert cache.memo("jobs", render) == b"0"
-    cache.jobs.observed(meta(batchjob_manifest(), "j", 1))
+    cache.jobs.observed(stored(batchjob_manifest(), "j", 1))
     assert cache.memo("jobs", render) == b"1"
     assert renders == [0, 1]
 

@@ -1,4 +1,5 @@
-"""Conditions: Kubernetes conventions, changed only through set_condition (the original's item 14)."""
+"""Conditions: Kubernetes conventions, changed only through set_condition (the original's scenario 14,
+docs/compatibility.md#scenarios)."""
 
 from __future__ import annotations
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from api.app import create_extender_app
+from api.extender.app import create_extender_app
 from api.extender.slot_index import IndexedSlot, SlotIndex
+from api.extender.wire import ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs, ExtenderPreemptionResult
 from esi.resources.testbed import SlotState
-from tests.unit.test_slot_index import executor
+from tests.builders import executor_pod
+
+Arguments = TypeVar("Arguments", ExtenderArgs, ExtenderPreemptionArgs)
 
 
 @pytest.fixture
@@ -24,7 +29,7 @@ def client() -> TestClient:
 
 
 def test_filter_answers_with_gos_field_names(client: TestClient) -> None:
-    response = client.post("/extender/filter", json={"Pod": executor("e1"), "NodeNames": ["n0", "n1"]})
+    response = client.post("/extender/filter", json={"Pod": executor_pod("e1"), "NodeNames": ["n0", "n1"]})
 
     assert response.status_code == 200
     assert response.json() == {
@@ -36,7 +41,10 @@ def test_filter_answers_with_gos_field_names(client: TestClient) -> None:
 
 
 def test_preempt_names_the_ghost(client: TestClient) -> None:
-    body = {"Pod": executor("e1"), "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "other"}], "NumPDBViolations": 0}}}
+    body = {
+        "Pod": executor_pod("e1"),
+        "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "other"}], "NumPDBViolations": 0}},
+    }
 
     response = client.post("/extender/preempt", json=body)
 
@@ -53,7 +61,7 @@ def test_preempt_names_the_ghost(client: TestClient) -> None:
         ("/extender/filter", json.dumps({"Pod": {"metadata": {}}}).encode(), "Pod.metadata.name"),
         (
             "/extender/preempt",
-            json.dumps({"Pod": executor("e1"), "NodeNameToMetaVictims": {"n0": {"Pods": [{}]}}}).encode(),
+            json.dumps({"Pod": executor_pod("e1"), "NodeNameToMetaVictims": {"n0": {"Pods": [{}]}}}).encode(),
             "NodeNameToMetaVictims.n0.Pods.0.UID",
         ),
     ],
@@ -68,6 +76,19 @@ def test_malformed_requests_get_400_naming_the_field(client: TestClient, path: s
     assert field in detail["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "arguments"), [("/extender/filter", "ExtenderArgs"), ("/extender/preempt", "ExtenderPreemptionArgs")]
+)
+def test_a_request_without_a_body_gets_400_naming_the_body(path: str, arguments: str) -> None:
+    response = TestClient(create_extender_app()).post(path)
+
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert [e["field"] for e in detail["errors"]] == ["(body)"]
+    assert detail["message"] == f"not a valid {arguments}: (body)"
+
+
+# Any JSON, with the keys of the verbs' arguments among its object keys...
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: (
@@ -82,16 +103,63 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
+# ...and requests shaped like the scheduler's (an empty name or UID among them is refused), so that both the
+# answers and the refusals come up. Their pods are never esi's executors (the labels are not esi's), so the
+# extender has nothing to decide about them.
+names = st.text(max_size=3)
+labels = st.dictionaries(names, names, max_size=2)
+pods = st.fixed_dictionaries({"metadata": st.fixed_dictionaries({"name": names}, optional={"labels": labels})})
+victims = st.fixed_dictionaries({"Pods": st.lists(st.fixed_dictionaries({"UID": names}), max_size=2)})
+requests = st.fixed_dictionaries(
+    {"Pod": pods},
+    optional={
+        "NodeNames": st.lists(names, max_size=3),
+        "NodeNameToMetaVictims": st.dictionaries(names, victims, max_size=2),
+        "x": json_values,
+    },
+)
+bodies = requests | json_values
 
 
-@settings(max_examples=150, deadline=None)
-@given(path=st.sampled_from(["/extender/filter", "/extender/preempt"]), body=json_values)
-def test_no_request_body_makes_the_extender_fail(path: str, body: Any) -> None:
-    client = TestClient(create_extender_app())
+def parsed(model: type[Arguments], body: Any) -> tuple[Arguments | None, list[str]]:
+    """The body as the verb's arguments, or the fields a 400 must name."""
+    try:
+        return model.model_validate_json(json.dumps(body)), []
+    except ValidationError as err:
+        return None, [".".join(str(part) for part in e["loc"]) or "(body)" for e in err.errors()]
 
-    response = client.post(path, json=body)
 
-    assert response.status_code in (200, 400)
+def refused_fields(response: httpx2.Response) -> list[str]:
+    assert response.status_code == 400, response.text
+    return [e["field"] for e in response.json()["detail"]["errors"]]
+
+
+@settings(max_examples=75, deadline=None)
+@given(body=bodies)
+def test_filter_passes_any_other_pod_on_every_offered_node_and_refuses_the_rest_with_400(body: Any) -> None:
+    response = TestClient(create_extender_app()).post("/extender/filter", json=body)
+
+    args, fields = parsed(ExtenderArgs, body)
+    if args is None:
+        assert refused_fields(response) == fields
+    else:
+        assert response.status_code == 200
+        answer = ExtenderFilterResult.model_validate(response.json())
+        assert answer == ExtenderFilterResult(node_names=args.candidate_nodes())
+
+
+@settings(max_examples=75, deadline=None)
+@given(body=bodies)
+def test_preempt_keeps_the_schedulers_victims_of_any_other_pod_and_refuses_the_rest_with_400(body: Any) -> None:
+    response = TestClient(create_extender_app()).post("/extender/preempt", json=body)
+
+    args, fields = parsed(ExtenderPreemptionArgs, body)
+    if args is None:
+        assert refused_fields(response) == fields
+    else:
+        assert response.status_code == 200
+        answer = ExtenderPreemptionResult.model_validate(response.json())
+        assert answer == ExtenderPreemptionResult(node_name_to_meta_victims=args.node_name_to_meta_victims or {})
 
 
 def test_healthz() -> None:

@@ -1,5 +1,5 @@
 """The extender wire format: requests as kube-scheduler sends them parse, answers serialise with Go's keys,
-and malformed requests fail naming the field (the original's item 19, extender JSON round trips)."""
+and malformed requests fail naming the field (the original's scenario 19, docs/compatibility.md#scenarios)."""
 
 from __future__ import annotations
 

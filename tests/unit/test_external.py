@@ -1,4 +1,4 @@
-"""The original's external JSON shapes (reference §7.1), built from esi's resources and read back."""
+"""The original's external JSON shapes (docs/compatibility.md#json-shapes), built from esi's resources and read back."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from esi.wire.rest import (
     external_testbed,
     scheduling_spec,
 )
+from tests.builders import status_slot
 from tests.manifests import batchjob_manifest, scheduling_manifest, slot_based, testbed_manifest
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -28,15 +29,11 @@ def with_meta(manifest: dict[str, Any], status: dict[str, Any] | None = None) ->
     return manifest | ({"status": status} if status is not None else {})
 
 
-def slot(i: int, node: int, state: str, **more: Any) -> dict[str, Any]:
-    return {"id": i, "nodeName": f"n{node}", "nodeId": node, "position": i // 2, "state": state} | more
-
-
 def test_a_testbed_in_the_originals_shape_with_slots_by_node() -> None:
     status = {
         "state": "InUse",
-        "slots": [slot(0, 0, "Free", pod="g0"), slot(1, 1, "Occupied", pod="e1", job="wc"), slot(2, 0, "Free"),
-                  slot(3, 1, "Reserved", job="wc")],
+        "slots": [status_slot(0, 0, "Free", pod="g0"), status_slot(1, 1, "Occupied", pod="e1", job="wc"),
+                  status_slot(2, 0, "Free"), status_slot(3, 1, "Reserved", job="wc")],
         "scheduling": "s",
     }  # fmt: skip
     view = external_testbed(Testbed.model_validate(with_meta(testbed_manifest(), status)))

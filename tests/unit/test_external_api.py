@@ -14,26 +14,24 @@ from fastapi.testclient import TestClient
 from api.app import create_api_app
 from api.auth import Principal, Refusal, StaticToken
 from api.cache import ResourceCache
+from tests.builders import status_slot, stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
 TOKEN = "s3cret-token"  # noqa: S105 (a test token)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def meta(manifest: dict[str, Any], name: str, namespace: str = "default", **status: Any) -> dict[str, Any]:
-    body = manifest | {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"}}
-    return body | ({"status": status} if status else {})
-
-
 @pytest.fixture
 def cache() -> ResourceCache:
     cache = ResourceCache()
-    cache.testbeds.observed(meta(testbed_manifest(), "empty"))  # no slots yet: the original answered 500
-    slots = [{"id": i, "nodeName": f"n{i % 2}", "nodeId": i % 2, "position": i // 2, "state": "Free"} for i in range(4)]
-    cache.testbeds.observed(meta(testbed_manifest(), "tb", state="Ready", slots=slots))
-    cache.jobs.observed(meta(batchjob_manifest(), "wordcount"))
-    cache.jobs.observed(meta(batchjob_manifest(), "elsewhere", namespace="other"))
-    cache.schedulings.observed(meta(scheduling_manifest(), "s"))
+    cache.testbeds.observed(
+        stored(testbed_manifest(), "empty", namespace="default")
+    )  # no slots yet: the original answered 500
+    slots = [status_slot(i, i % 2) for i in range(4)]
+    cache.testbeds.observed(stored(testbed_manifest(), "tb", namespace="default", state="Ready", slots=slots))
+    cache.jobs.observed(stored(batchjob_manifest(), "wordcount", namespace="default"))
+    cache.jobs.observed(stored(batchjob_manifest(), "elsewhere", namespace="other"))
+    cache.schedulings.observed(stored(scheduling_manifest(), "s", namespace="default"))
     return cache
 
 

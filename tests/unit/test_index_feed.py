@@ -1,6 +1,7 @@
 """The extender's index follows Testbed statuses and esi's pods: the slot table joined with ghost UIDs, slots
 released when executors end, a relist repairing what was missed, and a feed that lists, watches from the
-list's version, lists again after 410 Gone and keeps going through errors."""
+list's version, lists again after 410 Gone and keeps going through errors — or is told Testbeds by the
+process's one Testbed stream, which also feeds the API's cache."""
 
 from __future__ import annotations
 
@@ -13,26 +14,24 @@ from typing import Any, cast
 
 import pytest
 from lightkube import ApiError, AsyncClient
-from lightkube.models.core_v1 import PodStatus
 from lightkube.models.meta_v1 import ObjectMeta, Status
 from lightkube.resources.core_v1 import Pod
 from pydantic import ValidationError
 
+from api.cache import ResourceCache
 from api.extender.feed import IndexFeed, IndexView, status_slots
 from api.extender.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.resources.testbed import Slot, SlotState
 from kube.resources import TestbedResource
-from tests.unit.test_slot_index import executor, filter_args
-
-
-def slot(id_: int, node: str, state: str = "Free", job: str | None = None, pod: str | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": id_, "nodeName": node, "nodeId": id_ % 2, "position": id_ // 2, "state": state}
-    return entry | ({"job": job} if job else {}) | ({"pod": pod} if pod else {})
-
+from kube.watch import Stream, streaming
+from tests import builders
+from tests.builders import status_slot, stored
+from tests.manifests import testbed_manifest
+from tests.unit.test_slot_index import filter_args
 
 # Testbed tb on n0/n1: slot 0 free, slot 1 reserved for job j, both still held by their ghosts.
-STATUS = {"state": "InUse", "slots": [slot(0, "n0", pod="g-0"), slot(1, "n1", "Reserved", "j", "g-1")]}
+STATUS = {"state": "InUse", "slots": [status_slot(0, 0, pod="g-0"), status_slot(1, 1, "Reserved", job="j", pod="g-1")]}
 
 
 def ghost(name: str, uid: str, testbed: str = "tb", namespace: str = "ns") -> Pod:
@@ -41,9 +40,7 @@ def ghost(name: str, uid: str, testbed: str = "tb", namespace: str = "ns") -> Po
 
 
 def executor_pod(name: str, phase: str = "Running", job: str = "j") -> Pod:
-    labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: job}
-    meta = ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}", labels=labels)
-    return Pod(metadata=meta, status=PodStatus(phase=phase))
+    return cast(Pod, Pod.from_dict(builders.executor_pod(name, job) | {"status": {"phase": phase}}))
 
 
 def victims(index: SlotIndex) -> dict[int, str | None]:
@@ -54,7 +51,7 @@ def victims(index: SlotIndex) -> dict[int, str | None]:
 
 def gives(index: SlotIndex, pod: str) -> int | None:
     """The slot the extender gives executor ``pod`` of job j now (None: refused)."""
-    index.filter(filter_args(executor(pod)))
+    index.filter(filter_args(builders.executor_pod(pod)))
     bound = index.slot_of(f"uid-{pod}")
     return None if bound is None else bound[2]
 
@@ -66,12 +63,12 @@ def test_each_slot_gets_the_uid_of_its_ghost() -> None:
     table = [
         Slot.model_validate(s)
         for s in [
-            slot(0, "n0", pod="g-0"),
-            slot(1, "n1", "Reserved", "j", "g-1"),
-            slot(2, "n0", "Occupied", "k", "exec-k-1"),  # an executor, not a ghost: nothing to evict
-            slot(3, "n1", "Reserved", "j", "g-3"),  # its ghost is not known (yet)
-            slot(4, "n0"),  # the table names no ghost yet, but the ghost pod labelled slot 4 on n0 exists
-            slot(5, "n1"),  # a ghost labelled slot 5 exists, but on another node: not this slot's
+            status_slot(0, 0, pod="g-0"),
+            status_slot(1, 1, "Reserved", job="j", pod="g-1"),
+            status_slot(2, 0, "Occupied", job="k", pod="exec-k-1"),  # an executor, not a ghost: nothing to evict
+            status_slot(3, 1, "Reserved", job="j", pod="g-3"),  # its ghost is not known (yet)
+            status_slot(4, 0),  # the table names no ghost yet, but the ghost pod labelled slot 4 on n0 exists
+            status_slot(5, 1),  # a ghost labelled slot 5 exists, but on another node: not this slot's
         ]
     ]
     ghosts = {
@@ -147,7 +144,7 @@ def test_a_deleted_testbed_gives_no_slots() -> None:
     view.testbed_deleted("ns", "tb")
 
     assert index.slots("ns", "tb") is None
-    assert index.filter(filter_args(executor("e1"))).error
+    assert index.filter(filter_args(builders.executor_pod("e1"))).error
 
 
 def test_a_status_change_reaches_the_index() -> None:
@@ -156,7 +153,7 @@ def test_a_status_change_reaches_the_index() -> None:
     view.testbed_changed("ns", "tb", STATUS)
     assert gives(index, "e1") == 1
 
-    view.testbed_changed("ns", "tb", {"slots": [*STATUS["slots"], slot(2, "n0", "Reserved", "j", "g-2")]})
+    view.testbed_changed("ns", "tb", {"slots": [*STATUS["slots"], status_slot(2, 0, "Reserved", job="j", pod="g-2")]})
 
     assert gives(index, "e2") == 2
 
@@ -218,13 +215,17 @@ def test_a_relist_drops_testbeds_that_went_away_unseen() -> None:
 def test_a_relist_forgets_executors_that_ended_unseen_and_replaces_the_ghosts() -> None:
     index = SlotIndex()
     view = IndexView(index)
-    two_reserved = {"slots": [slot(1, "n1", "Reserved", "j", "g-1"), slot(3, "n1", "Reserved", "j", "g-3")]}
+    two_reserved = {
+        "slots": [status_slot(1, 1, "Reserved", job="j", pod="g-1"), status_slot(3, 1, "Reserved", job="j", pod="g-3")]
+    }
     view.testbed_changed("ns", "tb", two_reserved)
     view.pod_changed(ghost("g-1", "u1"))
     view.pod_changed(ghost("g-3", "u3"))
     assert (gives(index, "gone"), gives(index, "done")) == (1, 3)
     bound_before = index.bound_pods()
-    view.testbed_changed("ns", "tb", {"slots": [*two_reserved["slots"], slot(5, "n1", "Reserved", "j", "g-5")]})
+    view.testbed_changed(
+        "ns", "tb", {"slots": [*two_reserved["slots"], status_slot(5, 1, "Reserved", job="j", pod="g-5")]}
+    )
     assert gives(index, "late") == 5  # bound after the list was asked for: not the list's business
 
     listed = [executor_pod("done", phase="Succeeded"), ghost("g-3", "u3-new"), ghost("g-5", "u5")]
@@ -299,21 +300,21 @@ class FakeCluster:
 
 def feed_until(cluster: FakeCluster, index: SlotIndex, done: Callable[[], bool]) -> None:
     """Run a feed on ``cluster`` until ``done()`` holds (at most 5 s), then stop it."""
+    feed = IndexFeed(cast(AsyncClient, cluster), index, min_backoff=0.001, max_backoff=0.01)
+    asyncio.run(running_until(feed, done))
 
-    async def run() -> None:
-        feed = IndexFeed(cast(AsyncClient, cluster), index, min_backoff=0.001, max_backoff=0.01)
-        task = asyncio.create_task(feed.run())
-        try:
-            async with asyncio.timeout(5):
-                while not done():
-                    assert not task.done(), f"the feed stopped by itself: {task}"
-                    await asyncio.sleep(0.001)
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
-    asyncio.run(run())
+async def running_until(feed: IndexFeed, done: Callable[[], bool]) -> None:
+    task = asyncio.create_task(feed.run())
+    try:
+        async with asyncio.timeout(5):
+            while not done():
+                assert not task.done(), f"the feed stopped by itself: {task}"
+                await asyncio.sleep(0.001)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def gone() -> ApiError:
@@ -380,3 +381,37 @@ def test_the_feed_keeps_trying_through_errors(failure: Exception, caplog: pytest
 
     assert cluster.count("list", "Testbed") >= 3
     assert "listing again" in caplog.text
+
+
+# --- one Testbed stream for the whole process ---------------------------------------------------------------
+
+
+def full_testbed(name: str, version: int) -> Any:
+    return TestbedResource.from_dict(stored(testbed_manifest(), name, version) | {"status": STATUS})
+
+
+def test_one_testbed_stream_feeds_the_cache_and_a_feed_that_joins_later() -> None:
+    index, cache = SlotIndex(), ResourceCache()
+    stream = Stream("testbeds", TestbedResource)
+    stream.tell(cache.testbeds)  # as create_api_app does, before the process starts the stream
+    cluster = FakeCluster(
+        lists={TestbedResource: [([full_testbed("tb", 1)], "10")], Pod: [([ghost("g-0", "u0")], "11")]},
+        watches={TestbedResource: [[("ADDED", full_testbed("tb2", 2))]], Pod: []},
+    )
+    client = cast(AsyncClient, cluster)
+
+    async def run() -> None:
+        async with streaming([stream], client, min_backoff=0.001, max_backoff=0.01):
+            async with asyncio.timeout(5):
+                while cache.testbeds.get("ns", "tb2") is None:
+                    await asyncio.sleep(0.001)
+            feed = IndexFeed(client, index, testbed_stream=stream, min_backoff=0.001, max_backoff=0.01)
+            await running_until(
+                feed, lambda: victims_of(index, "tb") == {0: "u0", 1: None} and index.slots("ns", "tb2") is not None
+            )
+
+    asyncio.run(run())
+
+    assert cluster.count("list", "Testbed") == 1, "the feed listed Testbeds itself"
+    assert cluster.count("watch", "Testbed") == 1, "the feed watched Testbeds itself"
+    assert [t.metadata.name for t in cache.testbeds.in_namespace("ns")] == ["tb", "tb2"]

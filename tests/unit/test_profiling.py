@@ -1,6 +1,7 @@
 """The profiling scheduler's pure parts (``examples.profiling.matrix``, ``.plan``) and its profiler's
 bookkeeping against a fake esi API: what a sample is, how the matrix is kept, which pair runs next, what
-the scheduler's queue looks like — and the original's bugs, each with the case that showed it."""
+the scheduler's queue looks like — and the original's bugs, each with the case that showed it
+(docs/compatibility.md#profiling-scheduler)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from examples.profiling.runner import Profiler, Settings
 T0 = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 FLINK, FLINK2, SAMPLE3 = "batchjob-flink", "batchjob-flink2", "batchjob-sample3"
 SPARK, CRAWLER = "batchjob-spark", "spark-crawler"
-# The thesis' table (seed 001): job -> partner -> "seconds (samples)".
+# The thesis' table (sim/data/colocation-thesis.csv): job -> partner -> "seconds (samples)".
 THESIS = {
     FLINK: {SPARK: "36 (5)", SAMPLE3: "28 (11)", FLINK2: "24 (16)", CRAWLER: "34 (11)"},
     SPARK: {FLINK: "70 (4)", SAMPLE3: "93 (4)", FLINK2: "68 (4)", CRAWLER: "94 (4)"},

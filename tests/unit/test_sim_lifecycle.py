@@ -145,7 +145,7 @@ def test_a_spark_application_is_submitted_runs_and_completes() -> None:
     assert world.status["applicationState"] == {"state": "RUNNING"}
     assert sorted(world.pods) == ["wordcount-9f44a280-exec-1", "wordcount-9f44a280-exec-2", "wordcount-driver"]
     assert world.status["executorState"] == {}  # created, not seen yet
-    assert [e[1] for e in running.events] == ["SparkApplicationRunning"]
+    assert [e.reason for e in running.events] == ["SparkApplicationRunning"]
 
     world.step()
     assert set(world.status["executorState"].values()) == {"PENDING"}

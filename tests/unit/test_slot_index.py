@@ -11,15 +11,10 @@ from hypothesis import strategies as st
 
 from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from esi.resources.testbed import SlotState
+from tests.builders import executor_pod
 
 NODES = ["n0", "n1", "n2"]
-
-
-def executor(name: str, job: str = "j", testbed: str = "tb", namespace: str = "ns") -> dict[str, Any]:
-    labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
-    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels}}
 
 
 def plain(name: str) -> dict[str, Any]:
@@ -64,8 +59,8 @@ def test_pods_esi_does_not_manage_pass_through() -> None:
 def test_an_executor_gets_only_its_slots_node_and_the_same_answer_every_time() -> None:
     slots = index()
 
-    first = slots.filter(filter_args(executor("e1")))
-    again = slots.filter(filter_args(executor("e1")))
+    first = slots.filter(filter_args(executor_pod("e1")))
+    again = slots.filter(filter_args(executor_pod("e1")))
 
     assert first.node_names == again.node_names == ["n1"]
     assert first.failed_nodes == {n: "slot 1 of testbed tb is on node n1" for n in ("n0", "n2")}
@@ -75,9 +70,9 @@ def test_an_executor_gets_only_its_slots_node_and_the_same_answer_every_time() -
 def test_executors_of_one_job_never_share_a_slot_and_the_third_is_refused() -> None:
     slots = index()
     for name in ("e1", "e2"):
-        slots.filter(filter_args(executor(name)))
+        slots.filter(filter_args(executor_pod(name)))
 
-    third = slots.filter(filter_args(executor("e3")))
+    third = slots.filter(filter_args(executor_pod("e3")))
 
     assert [slots.slot_of(f"uid-e{i}") for i in (1, 2, 3)] == [("ns", "tb", 1), ("ns", "tb", 4), None]
     assert third.node_names is None, "a transient error, retried after backoff, not an unschedulable pod"
@@ -86,17 +81,17 @@ def test_executors_of_one_job_never_share_a_slot_and_the_third_is_refused() -> N
 
 def test_a_slot_is_given_again_once_its_pod_is_gone() -> None:
     slots = index()
-    slots.filter(filter_args(executor("e1")))
-    slots.filter(filter_args(executor("e2")))
+    slots.filter(filter_args(executor_pod("e1")))
+    slots.filter(filter_args(executor_pod("e2")))
 
     slots.forget_pod("uid-e1")
 
-    assert slots.filter(filter_args(executor("e3"))).node_names == ["n1"]
+    assert slots.filter(filter_args(executor_pod("e3"))).node_names == ["n1"]
     assert slots.slot_of("uid-e3") == ("ns", "tb", 1)
 
 
 def test_the_slots_node_not_offered_means_no_node_but_preemption_may_help() -> None:
-    result = index().filter(filter_args(executor("e1"), ["n0", "n2"]))
+    result = index().filter(filter_args(executor_pod("e1"), ["n0", "n2"]))
 
     assert result.node_names == []
     assert set(result.failed_nodes) == {"n0", "n2"}
@@ -107,20 +102,20 @@ def test_preemption_evicts_exactly_the_slots_ghost() -> None:
     slots = index()
 
     # The scheduler would evict the ghost of slot 4 on n1, and something on n0; the extender insists on slot 1's.
-    answer = slots.preempt(preempt_args(executor("e1"), {"n0": ["g0"], "n1": ["g4"]}))
+    answer = slots.preempt(preempt_args(executor_pod("e1"), {"n0": ["g0"], "n1": ["g4"]}))
 
     assert {n: [p.uid for p in v.pods] for n, v in answer.node_name_to_meta_victims.items()} == {"n1": ["g1"]}
-    assert slots.filter(filter_args(executor("e1"))).node_names == ["n1"], "filter and preempt agree"
+    assert slots.filter(filter_args(executor_pod("e1"))).node_names == ["n1"], "filter and preempt agree"
 
 
 def test_preemption_without_the_slots_node_among_the_candidates_evicts_nothing() -> None:
-    answer = index().preempt(preempt_args(executor("e1"), {"n0": ["g0"]}))
+    answer = index().preempt(preempt_args(executor_pod("e1"), {"n0": ["g0"]}))
 
     assert answer.node_name_to_meta_victims == {}
 
 
 def test_an_unknown_testbed_is_refused_with_the_reason() -> None:
-    result = index().filter(filter_args(executor("e1", testbed="other")))
+    result = index().filter(filter_args(executor_pod("e1", testbed="other")))
 
     assert result.node_names is None
     assert result.error == "testbed other is not known (yet)"
@@ -128,8 +123,8 @@ def test_an_unknown_testbed_is_refused_with_the_reason() -> None:
 
 def test_free_slots_and_other_jobs_slots_are_never_given() -> None:
     slots = index()
-    assert slots.filter(filter_args(executor("k1", job="k"))).node_names == ["n2"]
-    for refused in (executor("k2", job="k"), executor("x1", job="x")):
+    assert slots.filter(filter_args(executor_pod("k1", job="k"))).node_names == ["n2"]
+    for refused in (executor_pod("k2", job="k"), executor_pod("x1", job="x")):
         answer = slots.filter(filter_args(refused))
         assert answer.node_names is None
         assert answer.error
@@ -142,7 +137,7 @@ def test_no_two_pods_ever_hold_one_slot(calls: list[tuple[str, bool]]) -> None:
         if forget:
             slots.forget_pod(f"uid-{name}")
         else:
-            slots.filter(filter_args(executor(name)))
+            slots.filter(filter_args(executor_pod(name)))
         held = [slots.slot_of(f"uid-e{i}") for i in range(1, 5)]
         given_out = [h for h in held if h is not None]
         assert len(given_out) == len(set(given_out))
@@ -157,7 +152,7 @@ def test_concurrent_requests_never_share_a_slot() -> None:
     def ask(worker: int) -> None:
         barrier.wait()
         for i in range(10):
-            slots.filter(filter_args(executor(f"w{worker}-{i}"), [f"n{n}" for n in range(50)]))
+            slots.filter(filter_args(executor_pod(f"w{worker}-{i}"), [f"n{n}" for n in range(50)]))
 
     threads = [threading.Thread(target=ask, args=(w,)) for w in range(8)]
     for thread in threads:
@@ -173,8 +168,8 @@ def test_concurrent_requests_never_share_a_slot() -> None:
 
 def test_a_new_binding_is_handed_out_once_for_recording() -> None:
     slots = index()
-    slots.filter(filter_args(executor("e1")))
-    slots.filter(filter_args(executor("e1")))
+    slots.filter(filter_args(executor_pod("e1")))
+    slots.filter(filter_args(executor_pod("e1")))
 
     assert slots.take_unrecorded("uid-e1") == ("ns", "e1", 1)
     assert slots.take_unrecorded("uid-e1") is None
@@ -186,9 +181,9 @@ def test_recorded_bindings_are_restored_and_respected() -> None:
     slots = index()
     assert slots.restore("uid-e1", "ns", "tb", 4)
 
-    assert slots.filter(filter_args(executor("e1"))).node_names == ["n1"]
+    assert slots.filter(filter_args(executor_pod("e1"))).node_names == ["n1"]
     assert slots.slot_of("uid-e1") == ("ns", "tb", 4)
     assert slots.take_unrecorded("uid-e1") is None, "a restored binding is already recorded"
-    assert slots.filter(filter_args(executor("e2"))).node_names == ["n1"]
+    assert slots.filter(filter_args(executor_pod("e2"))).node_names == ["n1"]
     assert slots.slot_of("uid-e2") == ("ns", "tb", 1)
     assert not slots.restore("uid-e3", "ns", "tb", 4), "a slot another pod holds is not taken over"

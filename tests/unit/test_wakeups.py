@@ -1,7 +1,8 @@
-"""The reconcilers' daemon loop (operators.common.Wakeups): decides on wake-ups, and ends as soon as kopf
-asks it to stop, so kopf never has to cancel it (and log a warning for every deleted object); a status write
-over a newer version than the decision saw is a stale view, decided again at once; an object a reconciler
-creates is there when it exists already, and not wanted when its namespace is being deleted."""
+"""The reconcilers' daemon loop (operators.daemons.Wakeups) and their writes (kube.writes): a daemon decides
+on wake-ups, and ends as soon as kopf asks it to stop, so kopf never has to cancel it (and log a warning for
+every deleted object); a status write over a newer version than the decision saw is a stale view, decided
+again at once; an object a reconciler creates is there when it exists already, and not wanted when its
+namespace is being deleted."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from kopf._core.intents.stoppers import DaemonStoppingReason
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
-from operators.common import StaleView, Wakeups, create, write_status
+from kube.writes import StaleView, create, write_status
+from operators.daemons import Wakeups
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:

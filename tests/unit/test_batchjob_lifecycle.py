@@ -1,9 +1,10 @@
-"""The BatchJob lifecycle, decided from status and observation alone (the original's reconciler scenarios
-re-expressed for this design, plus the defects it had)."""
+"""The BatchJob lifecycle, decided from status and observation alone (the original's scenarios 1-2
+re-expressed for this design, and its defects checked as fixed: docs/compatibility.md#runs)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from esi.decisions.batchjob_lifecycle import (
     Holder,
     decide_batchjob,
 )
+from esi.decisions.events import Event
 from esi.resources.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome
 from esi.resources.meta import find_condition
 
@@ -100,16 +102,83 @@ def test_spark_happy_path_from_ready_to_ready_again() -> None:
     assert decisions[-1].status.run_count == 1
 
 
-def test_a_running_application_is_not_running_until_every_executor_runs() -> None:
-    decisions = run(
-        [
+@dataclass(frozen=True)
+class Transitions:
+    """Observations decided one after the other, and what each decision must be."""
+
+    observations: tuple[BatchJobObservation, ...]
+    states: tuple[str, ...]
+    actions: tuple[tuple[CreateApplication | DeleteApplication, ...], ...]
+    outcomes: tuple[RunOutcome, ...] = ()  # of the runs recorded at the end
+    scheduling: str = "sched-a"  # the holder recorded at the end
+
+
+CREATE = (CreateApplication("tb", (0, 2)),)
+DELETE = (DeleteApplication(),)
+RUNNING = app(ApplicationPhase.RUNNING, bound=2, running=2)
+
+TRANSITIONS = {
+    "an-application-is-not-running-until-every-executor-runs": Transitions(
+        (
             BatchJobObservation(HOLDER, None),
             BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=1)),
-        ]
-    )
+        ),
+        ("Submitted", "Scheduled"),
+        (CREATE, ()),
+    ),
+    "a-submitted-application-not-visible-yet-is-created-again-not-failed": Transitions(
+        (BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, None)),
+        ("Submitted", "Submitted"),
+        (CREATE, CREATE),
+    ),
+    "an-application-deleted-while-running-is-a-failed-run-not-a-silent-rerun": Transitions(
+        (
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, RUNNING),
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, None),
+        ),
+        ("Submitted", "Running", "Failed", "Failed"),
+        (CREATE, (), (), ()),
+        (RunOutcome.FAILED,),
+    ),
+    "release-while-running-cancels-the-run-and-removes-the-application": Transitions(
+        (BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, RUNNING), BatchJobObservation(None, RUNNING)),
+        ("Submitted", "Running", "Releasing"),
+        (CREATE, (), DELETE),
+        (RunOutcome.CANCELLED,),
+    ),
+    "a-new-holder-waits-until-the-old-application-is-gone": Transitions(
+        (
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(Holder("sched-b", "tb", (1,)), app(ApplicationPhase.PENDING)),
+            BatchJobObservation(Holder("sched-b", "tb", (1,)), None),
+        ),
+        ("Submitted", "Releasing", "Submitted"),
+        (CREATE, DELETE, (CreateApplication("tb", (1,)),)),
+        scheduling="sched-b",
+    ),
+    "a-finished-job-does-not-run-again-for-the-same-scheduling": Transitions(
+        (
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
+            BatchJobObservation(HOLDER, None),
+        ),
+        ("Submitted", "Succeeded", "Succeeded"),
+        (CREATE, (), ()),
+        (RunOutcome.SUCCEEDED,),
+    ),
+}
 
-    assert states(decisions) == ["Submitted", "Scheduled"]
-    assert decisions[-1].status.runs == []
+
+@pytest.mark.parametrize("case", TRANSITIONS.values(), ids=TRANSITIONS.keys())
+def test_transitions(case: Transitions) -> None:
+    decisions = run(case.observations)
+
+    assert states(decisions) == list(case.states)
+    assert [d.actions for d in decisions] == list(case.actions)
+    assert [r.outcome for r in decisions[-1].status.runs] == list(case.outcomes)
+    assert decisions[-1].status.scheduling == case.scheduling
 
 
 def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
@@ -145,58 +214,6 @@ def test_an_application_failure_fails_the_job_with_the_operators_words() -> None
     assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
 
 
-def test_an_application_deleted_while_running_is_a_failed_run_not_a_silent_rerun() -> None:
-    decisions = run(
-        [
-            BatchJobObservation(HOLDER, None),
-            BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-            BatchJobObservation(HOLDER, None),
-            BatchJobObservation(HOLDER, None),
-        ]
-    )
-
-    assert states(decisions) == ["Submitted", "Running", "Failed", "Failed"]
-    assert decisions[2].actions == decisions[3].actions == ()
-    assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
-
-
-def test_a_submitted_application_not_visible_yet_is_created_again_not_failed() -> None:
-    decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, None)])
-
-    assert states(decisions) == ["Submitted", "Submitted"]
-    assert decisions[1].actions == (CreateApplication("tb", (0, 2)),)
-
-
-def test_release_while_running_cancels_the_run_and_removes_the_application() -> None:
-    decisions = run(
-        [
-            BatchJobObservation(HOLDER, None),
-            BatchJobObservation(HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-            BatchJobObservation(None, app(ApplicationPhase.RUNNING, bound=2, running=2)),
-        ]
-    )
-
-    assert decisions[-1].status.state == BatchJobState.RELEASING
-    assert decisions[-1].actions == (DeleteApplication(),)
-    assert decisions[-1].status.runs[-1].outcome == RunOutcome.CANCELLED
-
-
-def test_a_new_holder_waits_until_the_old_application_is_gone() -> None:
-    other = Holder("sched-b", "tb", (1,))
-    decisions = run(
-        [
-            BatchJobObservation(HOLDER, None),
-            BatchJobObservation(other, app(ApplicationPhase.PENDING)),
-            BatchJobObservation(other, None),
-        ]
-    )
-
-    assert states(decisions) == ["Submitted", "Releasing", "Submitted"]
-    assert decisions[1].actions == (DeleteApplication(),)
-    assert decisions[2].actions == (CreateApplication("tb", (1,)),)
-    assert decisions[2].status.scheduling == "sched-b"
-
-
 def test_a_retry_removes_the_failed_application_first_then_runs_again() -> None:
     failed = ApplicationView(ApplicationPhase.FAILED, message="executor lost")
     retry_waiting = Holder("sched-a", "tb", (), attempt=2)  # the Scheduling records run 2, slots not yet chosen
@@ -223,19 +240,6 @@ def test_a_retry_removes_the_failed_application_first_then_runs_again() -> None:
         (1, [0, 2], RunOutcome.FAILED),
         (2, [1, 3], RunOutcome.SUCCEEDED),
     ]
-
-
-def test_a_finished_job_does_not_run_again_for_the_same_scheduling() -> None:
-    decisions = run(
-        [
-            BatchJobObservation(HOLDER, None),
-            BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED)),
-            BatchJobObservation(HOLDER, None),
-        ]
-    )
-
-    assert states(decisions) == ["Submitted", "Succeeded", "Succeeded"]
-    assert decisions[-1].actions == ()
 
 
 def test_an_application_found_without_a_recorded_submission_is_adopted() -> None:
@@ -275,7 +279,7 @@ def test_state_changes_are_events_and_conditions() -> None:
         ]
     )
 
-    assert decisions[0].events == (("Submitted", "application created for slots 0, 2 of testbed tb"),)
+    assert decisions[0].events == (Event("Submitted", "application created for slots 0, 2 of testbed tb"),)
     status = decisions[-1].status
     held, finished = find_condition(status.conditions, "Held"), find_condition(status.conditions, "Finished")
     assert held is not None

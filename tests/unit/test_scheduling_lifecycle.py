@@ -4,7 +4,8 @@ Most tests run a small simulated world: one Testbed, BatchJobs whose application
 number of ticks and end, the BatchJob lifecycle deciding for each job, and claims granted all or nothing.
 The Testbed's view of free slots lags behind: it shows executors a tick after they are placed and never
 the Scheduling's own reservations, worse than a real Testbed status does. The original's
-scheduling scenarios (reference §9, items 7-12) are re-expressed on it, and its known defects checked.
+scheduling scenarios 7-12 (docs/compatibility.md#scenarios) are re-expressed on it, and its known defects
+checked (docs/compatibility.md#queue-allocation, #reservations).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from esi.decisions.batchjob_lifecycle import (
     Holder,
     decide_batchjob,
 )
+from esi.decisions.events import Event
 from esi.decisions.scheduling_lifecycle import (
     Claim,
     JobView,
@@ -82,7 +84,7 @@ class World:
     shown_free: frozenset[int] = frozenset()  # what the Testbed status says: one tick behind
     tick: int = 0
     reservations: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
-    events: list[tuple[str, str]] = field(default_factory=list)  # every Scheduling's, in order
+    events: list[Event] = field(default_factory=list)  # every Scheduling's, in order
 
     def __post_init__(self) -> None:
         self.shown_free = frozenset(range(self.size))
@@ -114,9 +116,9 @@ class World:
             for action in decision.actions:
                 self.act(name, action)
             self.events += decision.events
-            for reason, message in decision.events:
-                if reason == "Reserved":
-                    job = message.split()[1]
+            for event in decision.events:
+                if event.reason == "Reserved":
+                    job = event.message.split()[1]
                     self.reservations.append(
                         (job, tuple(decision.status.jobs[[p.name for p in decision.status.jobs].index(job)].slots))
                     )
@@ -228,7 +230,7 @@ def test_a_job_waits_for_slots_without_failing_or_overtaking() -> None:  # origi
 
     w.run()
     assert w.slots_of("j2") == [(0, 1, 2)]
-    assert [e for e in w.events if e[0] == "Completed"] == [("Completed", "every job finished: 2 succeeded")]
+    assert [e for e in w.events if e.reason == "Completed"] == [Event("Completed", "every job finished: 2 succeeded")]
 
 
 def test_a_long_queue_on_two_nodes_runs_in_rounds() -> None:  # original 10
@@ -284,8 +286,8 @@ def test_a_failed_job_is_recorded_and_the_scheduling_goes_on() -> None:
     completed = find_condition(w.status("s").conditions, "Completed")
     assert completed is not None
     assert (completed.reason, completed.message) == ("JobsFailed", "failed: bad")
-    completions = [e for e in w.events if e[0] == "Completed"]
-    assert completions == [("Completed", "every job finished: 1 succeeded, 1 failed (bad)")]
+    completions = [e for e in w.events if e.reason == "Completed"]
+    assert completions == [Event("Completed", "every job finished: 1 succeeded, 1 failed (bad)")]
 
 
 def test_a_failed_job_runs_again_after_its_backoff_without_holding_up_the_others() -> None:
@@ -376,7 +378,7 @@ def test_a_job_removed_before_it_started_is_let_go_and_never_runs() -> None:
 
     assert [p.name for p in second.status.jobs] == ["a", "c"]
     assert second.actions == (Claim("tb", ("a", "c")), Release(("b",)))
-    assert ("Released", "b left the spec before starting") in second.events
+    assert Event("Released", "b left the spec before starting") in second.events
 
 
 def test_a_started_job_removed_from_the_spec_is_kept_and_held() -> None:

@@ -1,4 +1,4 @@
-"""What esi's reconcilers share in one kopf operator: start-up settings, the holds cache, per-object daemons.
+"""What esi's reconcilers share in one kopf operator: start-up settings, the holds index, per-object daemons.
 
 Every reconciler is a daemon per object that decides whenever something relevant changes (woken by
 ``Wakeups``, debounced) and at least every ``RESYNC_SECONDS``; kopf indexes are the caches, so a decision
@@ -11,30 +11,28 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from lightkube import ApiError, AsyncClient
-from lightkube.codecs import from_dict
-from lightkube.types import PatchType
 
+from esi.decisions.events import Event
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.resources.meta import GROUP
+from kube.indexes import index
+from kube.writes import StaleView
 
 __all__ = [
     "DAEMON_EXIT_SECONDS",
     "DEBOUNCE_SECONDS",
     "FINALIZER",
     "RESYNC_SECONDS",
-    "StaleView",
+    "HoldKey",
     "Wakeups",
-    "create",
     "first",
     "hold_of",
     "holds",
-    "ignore",
     "post_events",
-    "write_status",
 ]
 
 RESYNC_SECONDS = 30.0
@@ -43,6 +41,8 @@ DEBOUNCE_SECONDS = 0.1
 DAEMON_EXIT_SECONDS = 2.0
 FINALIZER = f"{GROUP}/release"  # a Scheduling's: its holds are let go before it is gone
 FIELD_MANAGER = "esi-operators"
+
+V = TypeVar("V")
 
 
 @kopf.on.startup()
@@ -59,27 +59,24 @@ async def _stop(memo: kopf.Memo, **_: Any) -> None:
     await memo.client.close()
 
 
-# An index handler answers {} when an object no longer belongs in the index: kopf keeps an object's earlier
-# entries when a handler returns None.
-@kopf.index("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: kopf.PRESENT})
-def holds(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[tuple[str, HoldKind, str], Hold]:
+HoldKey = tuple[str, HoldKind, str]  # (namespace, kind, held)
+
+
+@index("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: kopf.PRESENT})
+def holds(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[HoldKey, Hold]:
     """Who holds each Testbed and BatchJob, by (namespace, kind, name)."""
     hold = read_hold(body)
     return {} if hold is None else {(namespace or "", hold.kind, hold.held): hold}
 
 
-def first(values: Iterable[Any] | None) -> Any:
+def first(values: Iterable[V] | None) -> V | None:
     """The one value a kopf index holds for a key (an object contributes one), or None."""
     return next(iter(values or ()), None)
 
 
-def hold_of(index: Mapping[Any, Iterable[Hold]], namespace: str, kind: HoldKind, name: str) -> Hold | None:
-    hold: Hold | None = first(index.get((namespace, kind, name)))
-    return hold
-
-
-class StaleView(Exception):
-    """A guarded status write found the object changed since the decision was made on it."""
+def hold_of(held: Mapping[HoldKey, Iterable[Hold]], namespace: str, kind: HoldKind, name: str) -> Hold | None:
+    """The hold on ``kind`` ``name`` in ``namespace``, from the ``holds`` index, or None."""
+    return first(held.get((namespace, kind, name)))
 
 
 class Wakeups:
@@ -137,74 +134,10 @@ class Wakeups:
             self._events.pop(key, None)
 
 
-async def write_status(
-    client: AsyncClient,
-    status_resource: Any,
-    body: kopf.Body,
-    old: Mapping[str, Any],
-    new: Mapping[str, Any],
-    *,
-    guarded: bool = True,
-) -> None:
-    """Replace the object's whole status with ``new`` if it differs from ``old`` (a merge patch could not drop
-    fields that went away). ``guarded``: only over the version decided on — a write decided on a stale view
-    then raises ``StaleView`` (and the daemon decides again) instead of undoing what happened meanwhile."""
-    if new == old:
-        return
-    patch: list[dict[str, Any]] = [{"op": "add", "path": "/status", "value": dict(new)}]
-    if guarded:
-        patch.insert(
-            0, {"op": "test", "path": "/metadata/resourceVersion", "value": body["metadata"]["resourceVersion"]}
-        )
-    name, namespace = body["metadata"]["name"], body["metadata"].get("namespace")
-    try:
-        await client.patch(status_resource, name, patch, namespace=namespace, patch_type=PatchType.JSON)
-    except ApiError as err:
-        if guarded and _failed_test_operation(err):
-            raise StaleView(f"{name}: resourceVersion is no longer {body['metadata']['resourceVersion']}") from err
-        raise
-
-
-def _failed_test_operation(err: ApiError) -> bool:
-    """The API server's answer to a JSON patch whose ``test`` operation failed: 422 Invalid with no field
-    named (an invalid status is 422 too, but its answer names the fields)."""
-    details = err.status.details
-    return err.status.code == 422 and not (details and details.causes)
-
-
-def post_events(body: kopf.Body, events: Iterable[tuple[str, str]], warning: Callable[[str], bool]) -> None:
-    """Kubernetes Events on the object, (reason, message) each; Warning for the reasons ``warning`` names.
+def post_events(body: kopf.Body, events: Iterable[Event]) -> None:
+    """A decision's Kubernetes Events on the object, each with the type its decision gave it.
 
     Posted after the status is written: a decision whose write meets ``StaleView`` is made again, and its
     Events are told then, once."""
-    for reason, message in events:
-        kopf.event(body, type="Warning" if warning(reason) else "Normal", reason=reason, message=message)
-
-
-async def create(client: AsyncClient, manifest: Mapping[str, Any]) -> bool:
-    """Create an object a reconciler keeps; one that exists already (409) is there. False when its namespace
-    is being deleted: the API server refuses new objects there, and the owner goes with the namespace, so
-    there is nothing left to decide (not a warning per ghost while a namespace empties)."""
-    try:
-        await client.create(from_dict(dict(manifest)))
-    except ApiError as err:
-        if err.status.code == 409:
-            return True
-        if _namespace_terminating(err):
-            return False
-        raise
-    return True
-
-
-def _namespace_terminating(err: ApiError) -> bool:
-    causes = (err.status.details and err.status.details.causes) or ()
-    return err.status.code == 403 and any(c.reason == "NamespaceTerminating" for c in causes)
-
-
-async def ignore(code: int, call: Awaitable[Any]) -> None:
-    """Await an API call; an error with status ``code`` (e.g. 404 on delete) is success."""
-    try:
-        await call
-    except ApiError as err:
-        if err.status.code != code:
-            raise
+    for event in events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message)

@@ -1,7 +1,8 @@
 """The Testbed's slot table and ghost pods, decided from spec, status and observation alone.
 
-The original's Testbed scenarios (reference §9 items 3, 4, 17, 18) are re-expressed here, with its known
-defects (§10 items 3, 5, 6) checked as fixed. A small world applies the decided actions (created ghosts
+The original's Testbed scenarios 3, 4, 17 and 18 (docs/compatibility.md#scenarios) are re-expressed here,
+with its known defects checked as fixed (docs/compatibility.md#executors-kept, #capacity, #node-labels,
+#testbed-states). A small world applies the decided actions (created ghosts
 appear, deleted ones vanish) and decides again, as the reconciler would on the next pod event.
 """
 
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from esi.decisions.events import Event
 from esi.decisions.testbed_lifecycle import (
     CreateGhost,
     DeleteGhost,
@@ -151,7 +153,7 @@ def created(decision: TestbedDecision) -> list[tuple[int, str, int]]:
     return [(a.slot, a.node_name, a.position) for a in decision.actions if isinstance(a, CreateGhost)]
 
 
-# --- the original's Testbed scenarios (reference §9 items 3 and 4) ---------------------------------------
+# --- the original's Testbed scenarios 3 and 4 (docs/compatibility.md#scenarios) -------------------------
 
 
 def test_two_labelled_nodes_with_two_slots_each_get_four_interleaved_ghosts() -> None:
@@ -242,7 +244,7 @@ def test_no_labelled_node_is_a_ready_testbed_without_slots() -> None:
     assert "no node has the label" in (decision.status.message or "")
 
 
-# --- pod diffing (reference §9 item 17) -----------------------------------------------------------------
+# --- pod diffing (scenario 17, docs/compatibility.md#scenarios) -----------------------------------------
 
 NODES = labelled("node-1", "node-2")
 SETTLED = (
@@ -352,7 +354,7 @@ def test_a_slot_whose_ghost_was_evicted_for_its_executor_waits_for_the_executor(
     assert table(bound.status)[0] == (0, "node-1", 0, "Occupied", "e0")
 
 
-# --- executors are never touched (design rule 5; reference §10 item 5) ----------------------------------
+# --- executors are never touched (docs/design.md#never-delete-running-work) -----------------------------
 
 
 @pytest.mark.parametrize(
@@ -389,7 +391,7 @@ def test_executor_problems_are_reported_never_acted_on(extra: PodView, problem: 
     healthy = find_condition(decision.status.conditions, "Healthy")
     assert healthy is not None
     assert (healthy.status, healthy.message) == (ConditionStatus.FALSE, problem)
-    assert any(problem == message for _, message in decision.events)
+    assert any(problem == event.message for event in decision.events)
 
 
 def test_two_executors_in_one_slot_are_reported_and_both_kept() -> None:
@@ -415,7 +417,7 @@ def test_a_finished_executor_frees_its_slot_for_a_new_ghost() -> None:
     assert after.status.slots[0].pod == "ghost-node-1-0"
 
 
-# --- size tolerance (reference §9 item 18, §4.5) --------------------------------------------------------
+# --- size tolerance (scenario 18, docs/compatibility.md#size-tolerance) ---------------------------------
 
 
 @pytest.mark.parametrize(
@@ -435,7 +437,7 @@ def test_pod_size_tolerance(requests: tuple[str, str], slot: tuple[str, str], ma
     assert matches_slot_size(res(*requests), res(*slot)) is matches
 
 
-# --- capacity (reference §4.2 step 7, §10 item 5) -------------------------------------------------------
+# --- capacity (docs/compatibility.md#capacity) ----------------------------------------------------------
 
 
 def test_a_node_short_of_capacity_is_reported_gets_no_ghosts_and_keeps_its_pods() -> None:
@@ -448,7 +450,7 @@ def test_a_node_short_of_capacity_is_reported_gets_no_ghosts_and_keeps_its_pods(
 
     problem = "node n2 lacks 300m cpu and 1Gi memory for its 2 slots"
     assert decision.problems == (problem,)
-    assert ("InsufficientCapacity", problem) in decision.events
+    assert Event("InsufficientCapacity", problem, warning=True) in decision.events
     assert decision.status.state == TestbedState.DEGRADED
     assert created(decision) == [(0, "n1", 0), (2, "n1", 1)]
     assert deleted(decision) == []
@@ -470,7 +472,7 @@ def test_a_node_short_of_capacity_is_reported_gets_no_ghosts_and_keeps_its_pods(
     assert fixed.problems == ()
     assert created(fixed) == [(3, "n2", 1)]
     assert fixed.status.state == TestbedState.IN_USE
-    assert ("InUse", fixed.status.message) in fixed.events
+    assert ("InUse", fixed.status.message) in [(e.reason, e.message) for e in fixed.events]
 
 
 def test_only_unfinished_foreign_requests_count_against_capacity() -> None:
@@ -483,7 +485,7 @@ def test_only_unfinished_foreign_requests_count_against_capacity() -> None:
     )
 
 
-# --- node labels (reference §10 item 6) ----------------------------------------------------------------
+# --- node labels (docs/compatibility.md#node-labels) ----------------------------------------------------
 
 
 def test_bad_and_duplicate_node_labels_are_problems_not_crashes() -> None:
@@ -495,13 +497,13 @@ def test_bad_and_duplicate_node_labels_are_problems_not_crashes() -> None:
     assert decision.status.counts.slots == 4, "nodes sharing an id keep their slots"
     assert len(decision.problems) == 2
     assert any("node c is left out" in p for p in decision.problems)
-    assert {e[0] for e in decision.events} == {"Degraded", "NodeLabelInvalid"}
+    assert {e.reason for e in decision.events} == {"Degraded", "NodeLabelInvalid"}
     healthy = find_condition(decision.status.conditions, "Healthy")
     assert healthy is not None
     assert healthy.reason == "NodeLabelInvalid"
 
 
-# --- reservations, holder, state (reference §10 item 3) ------------------------------------------------
+# --- reservations, holder, state (docs/compatibility.md#testbed-states) ---------------------------------
 
 
 def test_a_reserved_slot_without_an_executor_is_in_use_not_an_error() -> None:
@@ -593,7 +595,7 @@ def test_state_changes_are_events_and_conditions_keep_their_transition_time() ->
         TestbedState.READY,
     ]
     assert world.decisions[0].events == ()
-    assert world.decisions[1].events == (("Ready", "all 4 slots on 2 nodes are free and held by ghost pods"),)
+    assert world.decisions[1].events == (Event("Ready", "all 4 slots on 2 nodes are free and held by ghost pods"),)
     assert later.events == ()
     slots_ready = find_condition(later.status.conditions, "SlotsReady")
     assert slots_ready is not None

@@ -1,0 +1,20 @@
+"""The external scheduler API under ``/external``: the original ESI's routes and JSON shapes, one module per
+resource, each with its own ``router``.
+
+What it keeps and what it answers differently: docs/compatibility.md#rest-routes and #rest-api.
+
+=============================  ==========================================================================
+``api.routes.overview``        ``GET /external/overview``: one namespace at a glance
+``api.routes.testbeds``        ``GET /external/testbeds``, ``/testbeds/{name}``
+``api.routes.batchjobs``       ``GET /external/jobs``, ``/jobs/{name}``; ``PUT /external/jobs``
+``api.routes.schedulings``     ``GET``/``POST /external/schedulings``; ``GET``/``DELETE /schedulings/{name}``
+=============================  ==========================================================================
+
+Reads come from the watch cache (``api.cache``), writes go to the API server and their answer is put into the
+cache at once. Every route needs a bearer token; what the caller may do is decided per namespace and
+resource (``api.auth``, checked by ``api.dependencies.may``). Refusals have one shape (``api.problems``): 404
+for what does not exist (also on DELETE), 409 for conflicts, 422 with field-level problems. Lists are
+rendered once per state of the cache (``ResourceCache.memo``) and sent as they are.
+"""
+
+__all__: list[str] = []

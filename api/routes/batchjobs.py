@@ -1,0 +1,95 @@
+"""``GET /external/jobs``, ``GET /external/jobs/{name}`` and ``PUT /external/jobs``: BatchJobs (the original's
+"jobs") and the one thing an external scheduler writes on them, its ``externalScheduler`` data."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Body, Response
+from lightkube import ApiError as KubeApiError
+from lightkube.types import PatchType
+from pydantic import ConfigDict, Field, TypeAdapter
+
+from api.dependencies import Cache, Kube, Namespace, may
+from api.problems import Problem, not_found, refusals
+from esi.resources.meta import MAX_NAME_LENGTH, NAME_PATTERN, EsiModel
+from esi.wire.rest import ExternalBatchJob, external_batchjob
+from kube.errors import Refusal, refusal
+from kube.resources import BatchJobResource, plain
+
+__all__ = ["JobUpdate", "router"]
+
+router = APIRouter(prefix="/external", tags=["external scheduler API"])
+
+_JOBS: Final = TypeAdapter(dict[str, ExternalBatchJob])
+
+
+class JobUpdate(EsiModel):
+    """``PUT /external/jobs``: a job's name and its new ``externalScheduler`` data; other fields are ignored,
+    so a client may send back the whole ``ExternalBatchJob`` it read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    external_scheduler: dict[str, list[dict[str, str]]] | None = Field(
+        description="Replaces the job's data wholesale; null removes it."
+    )
+
+
+@router.get(
+    "/jobs",
+    summary="All BatchJobs, by name",
+    response_model=dict[str, ExternalBatchJob],
+    dependencies=[may("list", "batchjobs")],
+    responses=refusals(),
+)
+async def list_jobs(cache: Cache, namespace: Namespace) -> Response:
+    def render() -> bytes:
+        return _JOBS.dump_json({j.metadata.name: external_batchjob(j) for j in cache.jobs.in_namespace(namespace)})
+
+    return Response(cache.memo(("jobs", namespace), render), media_type="application/json")
+
+
+@router.get("/jobs/{name}", summary="One BatchJob", dependencies=[may("get", "batchjobs")], responses=refusals(404))
+async def get_job(name: str, cache: Cache, namespace: Namespace) -> ExternalBatchJob:
+    job = cache.jobs.get(namespace, name)
+    if job is None:
+        raise not_found("BatchJob", name, namespace)
+    return external_batchjob(job)
+
+
+_JOB_UPDATE_EXAMPLE: Final = {
+    "name": "wordcount",
+    "externalScheduler": {"profiler": [{"wordcount": "41 (3)", "pagerank": "63 (2)"}]},
+}
+
+
+@router.put(
+    "/jobs",
+    summary="Replace a BatchJob's externalScheduler data",
+    dependencies=[may("patch", "batchjobs")],
+    responses=refusals(404),
+)
+@router.put("/jobs/", include_in_schema=False, dependencies=[may("patch", "batchjobs")])
+async def put_job(
+    update: Annotated[JobUpdate, Body(openapi_examples={"profiler data": {"value": _JOB_UPDATE_EXAMPLE}})],
+    cache: Cache,
+    kube: Kube,
+    namespace: Namespace,
+) -> ExternalBatchJob:
+    patch: Any
+    if update.external_scheduler is None:
+        patch, patch_type = {"spec": {"externalScheduler": None}}, PatchType.MERGE
+    else:
+        patch = [{"op": "add", "path": "/spec/externalScheduler", "value": update.external_scheduler}]
+        patch_type = PatchType.JSON
+    try:
+        patched = await kube.patch(BatchJobResource, update.name, patch, namespace=namespace, patch_type=patch_type)
+    except KubeApiError as err:
+        if refusal(err) is Refusal.NOT_FOUND:
+            raise not_found("BatchJob", update.name, namespace) from err
+        raise
+    job = cache.jobs.observed(plain(patched))
+    if job is None:
+        raise Problem(502, f"BatchJob {update.name} was changed, but esi cannot read it back")
+    return external_batchjob(job)

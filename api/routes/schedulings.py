@@ -1,0 +1,162 @@
+"""``GET``/``POST /external/schedulings`` and ``GET``/``DELETE /external/schedulings/{name}``: Schedulings,
+the one resource an external scheduler creates — submitted in the original's shape, replaced in place when
+one of that name exists (the online-edit path)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Body, Path, Response, status
+from lightkube import ApiError as KubeApiError
+from lightkube import AsyncClient
+from lightkube.codecs import from_dict
+from pydantic import TypeAdapter, ValidationError
+
+from api.dependencies import Auth, Cache, Caller, Kube, Namespace, may
+from api.problems import Problem, not_found, refusals
+from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN
+from esi.resources.scheduling import Scheduling, SchedulingSpec
+from esi.wire.rest import ExternalScheduling, external_scheduling, field_problems, scheduling_spec
+from kube.errors import Refusal, refusal
+from kube.resources import SchedulingResource, plain
+
+__all__ = ["REPLACE_ATTEMPTS", "router"]
+
+REPLACE_ATTEMPTS: Final = 3
+
+router = APIRouter(prefix="/external", tags=["external scheduler API"])
+
+_SCHEDULINGS: Final = TypeAdapter(list[ExternalScheduling])
+
+
+@router.get(
+    "/schedulings",
+    summary="All Schedulings",
+    response_model=list[ExternalScheduling],
+    dependencies=[may("list", "schedulings")],
+    responses=refusals(),
+)
+async def list_schedulings(cache: Cache, namespace: Namespace) -> Response:
+    def render() -> bytes:
+        return _SCHEDULINGS.dump_json([external_scheduling(s) for s in cache.schedulings.in_namespace(namespace)])
+
+    return Response(cache.memo(("schedulings", namespace), render), media_type="application/json")
+
+
+@router.get(
+    "/schedulings/{name}",
+    summary="One Scheduling",
+    dependencies=[may("get", "schedulings")],
+    responses=refusals(404),
+)
+async def get_scheduling(name: str, cache: Cache, namespace: Namespace) -> ExternalScheduling:
+    scheduling = cache.schedulings.get(namespace, name)
+    if scheduling is None:
+        raise not_found("Scheduling", name, namespace)
+    return external_scheduling(scheduling)
+
+
+_QUEUE_EXAMPLE: Final = {
+    "name": "nightly",
+    "testBed": "profiler-slots",
+    "queue": ["wordcount", "pagerank", "wordcount"],
+}
+_SLOTS_EXAMPLE: Final = {
+    "name": "pinned",
+    "testBed": "scheduler-slots",
+    "slots": {"mode": "STRICT", "jobs": [{"name": "wordcount", "slots": [0, 1]}, {"name": "pagerank", "slots": [2]}]},
+}
+
+
+@router.post(
+    "/schedulings",
+    summary="Create a Scheduling, or replace the jobs of an existing one",
+    description=(
+        "Creates the Scheduling, or — when one of that name exists — replaces its testbed and its queue or "
+        "slot lists (the online-edit path: entries not yet started change, started ones run on). `state` and "
+        "`jobStatus` in the body are ignored. 201 when created, 200 when replaced."
+    ),
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[may("create", "schedulings")],
+    responses={200: {"model": ExternalScheduling, "description": "Replaced"}, **refusals(409)},
+)
+async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route declares)
+    request: Annotated[
+        ExternalScheduling,
+        Body(
+            openapi_examples={
+                "queue": {"summary": "A queue: jobs in order, a job named twice runs twice", "value": _QUEUE_EXAMPLE},
+                "slots": {"summary": "Explicit slots per job, strictly in order", "value": _SLOTS_EXAMPLE},
+            }
+        ),
+    ],
+    response: Response,
+    authenticator: Auth,
+    caller: Caller,
+    cache: Cache,
+    kube: Kube,
+    namespace: Namespace,
+) -> ExternalScheduling:
+    spec = scheduling_spec(request)
+    try:
+        SchedulingSpec.model_validate(spec)
+    except ValidationError as err:
+        problems = field_problems(err, prefix="spec.")
+        raise Problem(422, f"not a valid Scheduling: {', '.join(p.field for p in problems)}", problems) from err
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "Scheduling",
+        "metadata": {"name": request.name, "namespace": namespace},
+        "spec": spec,
+    }
+    try:
+        written = await kube.create(from_dict(manifest))
+    except KubeApiError as err:
+        if refusal(err) is not Refusal.CONFLICT:
+            raise
+        await authenticator.authorize(caller, "update", "schedulings", namespace)
+        written = await _replace_spec(kube, request.name, namespace, spec)
+        response.status_code = status.HTTP_200_OK
+    scheduling = cache.schedulings.observed(plain(written))
+    if scheduling is None:
+        raise Problem(502, f"Scheduling {request.name} was written, but esi cannot read it back")
+    return external_scheduling(scheduling)
+
+
+async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict[str, Any]) -> Any:
+    """Replace the strategy and Testbed of an existing Scheduling, keeping what the original's shape cannot
+    say (its retry policy); optimistic: retried on a concurrent change, then a 409."""
+    for _ in range(REPLACE_ATTEMPTS):
+        current = plain(await kube.get(SchedulingResource, name, namespace=namespace))
+        if current["metadata"].get("deletionTimestamp"):
+            raise Problem(409, f"Scheduling {name} is being deleted; submit it again once it is gone")
+        kept = {k: v for k, v in current.get("spec", {}).items() if k not in ("queueBased", "slotBased")}
+        current["spec"] = {**kept, **spec}
+        try:
+            return await kube.replace(from_dict(current))
+        except KubeApiError as err:
+            if refusal(err) is not Refusal.CONFLICT:
+                raise
+    raise Problem(409, f"Scheduling {name} kept changing while being replaced; try again")
+
+
+@router.delete(
+    "/schedulings/{name}",
+    summary="Delete a Scheduling (its Testbed and jobs are released)",
+    dependencies=[may("delete", "schedulings")],
+    responses=refusals(404),
+)
+async def delete_scheduling(
+    name: Annotated[str, Path(max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)], kube: Kube, namespace: Namespace
+) -> ExternalScheduling:
+    try:
+        current = await kube.get(SchedulingResource, name, namespace=namespace)
+        await kube.delete(SchedulingResource, name, namespace=namespace)
+    except KubeApiError as err:
+        if refusal(err) is Refusal.NOT_FOUND:
+            raise not_found("Scheduling", name, namespace) from err
+        raise
+    try:
+        return external_scheduling(Scheduling.model_validate(plain(current)))
+    except ValidationError as err:  # deleted all the same; only its last view cannot be shown
+        raise Problem(502, f"Scheduling {name} was deleted, but esi cannot read what it was: {err}") from err

@@ -1,0 +1,31 @@
+"""Test objects that more than one test module builds: resources as the API server returns them, the rows of
+a Testbed's slot table, and executor pods. The manifests themselves (valid and invalid) are in
+``tests.manifests``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+
+__all__ = ["executor_pod", "status_slot", "stored"]
+
+
+def stored(
+    manifest: dict[str, Any], name: str, version: int = 1, namespace: str = "ns", **status: Any
+) -> dict[str, Any]:
+    """``manifest`` as the API server returns it: named, in ``namespace``, at ``version``, with ``status``."""
+    body = manifest | {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(version)}}
+    return body | ({"status": status} if status else {})
+
+
+def status_slot(slot_id: int, node_id: int, state: str = "Free", **more: Any) -> dict[str, Any]:
+    """A row of a Testbed's slot table on nodes ``n0``, ``n1`` (two slots a node: ids interleave across them)."""
+    row = {"id": slot_id, "nodeName": f"n{node_id}", "nodeId": node_id, "position": slot_id // 2, "state": state}
+    return row | more
+
+
+def executor_pod(name: str, job: str = "j", testbed: str = "tb", namespace: str = "ns") -> dict[str, Any]:
+    """An executor pod of ``job`` in ``testbed``, as the scheduler and the API server show it (no spec)."""
+    labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
+    return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels}}

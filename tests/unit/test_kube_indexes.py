@@ -1,0 +1,38 @@
+"""Typed kopf indexes (kube.indexes): each handle reads the index kopf fills under its function's name."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import kopf
+
+import operators.batchjob
+import operators.daemons
+import operators.scheduling
+import operators.testbed
+import sim.controller
+from kube.indexes import KopfIndex
+
+SHELLS = (operators.daemons, operators.testbed, operators.scheduling, operators.batchjob, sim.controller)
+
+
+def handles(module: ModuleType) -> list[KopfIndex[Any, Any]]:
+    return [value for value in vars(module).values() if isinstance(value, KopfIndex)]
+
+
+def test_every_handle_names_an_index_kopf_fills() -> None:
+    registered = {handler.id for handler in kopf.get_default_registry()._indexing.get_all_handlers()}
+    named = {handle.name for module in SHELLS for handle in handles(module)}
+
+    assert {"holds", "testbed_tables", "executors_on_nodes", "reservations", "sim_pods"} <= named
+    assert named <= registered
+
+
+def test_a_handle_reads_its_own_index_among_the_handlers_arguments() -> None:
+    tables: Any = {("ns", "tb"): ["table"]}
+    holds: Any = {}
+    passed = {"testbed_tables": tables, "holds": holds, "logger": None}
+
+    assert operators.scheduling.testbed_tables.of(passed) is tables
+    assert operators.daemons.holds.of(passed) is holds
