@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from lightkube import ApiError, Client
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
@@ -78,10 +78,12 @@ def new_testbed_on_nodes(
 class ExecutorRecorder:
     """Every executor pod of a namespace as it was seen running: (job, slot label, node), by pod name."""
 
-    def __init__(self, client: Client, namespace: str) -> None:
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.seen: dict[str, tuple[str, int, str]] = {}
         self._stop = threading.Event()
-        self._client, self._namespace = client, namespace
+        # A client of its own: lightkube's watch renews itself for ever, so closing the client is what ends it.
+        self._client = Client(config=KubeConfig.from_file(cluster.kubeconfig))
+        self._namespace = namespace
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
@@ -116,6 +118,10 @@ class ExecutorRecorder:
                 version = None
             except httpx2.TransportError:  # the API server cut the watch short: resume where it ended
                 continue
+            except Exception:
+                if self._stop.is_set():  # the client was closed under the watch
+                    return
+                raise
 
     def _note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":
@@ -125,12 +131,14 @@ class ExecutorRecorder:
 
     def stop(self) -> None:
         self._stop.set()
+        self._client.close()
         self._thread.join(timeout=10)
+        assert not self._thread.is_alive(), "the executor recorder did not stop"
 
 
 @pytest.fixture
-def executors(client: Client, namespace: str) -> Iterator[ExecutorRecorder]:
-    recorder = ExecutorRecorder(client, namespace)
+def executors(cluster: LocalCluster, namespace: str) -> Iterator[ExecutorRecorder]:
+    recorder = ExecutorRecorder(cluster, namespace)
     yield recorder
     recorder.stop()
 
