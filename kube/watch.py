@@ -22,7 +22,7 @@ from lightkube.generic_resource import GenericNamespacedResource
 from kube.errors import Refusal, refusal
 from kube.resources import plain
 
-__all__ = ["Consumer", "Stream", "follow", "streaming"]
+__all__ = ["LIST_CHUNK", "Consumer", "Stream", "follow", "streaming"]
 
 LIST_CHUNK: Final = 500
 

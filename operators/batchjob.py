@@ -40,7 +40,7 @@ from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
 from esi.resources.batchjob import BatchJob
-from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 from kube.errors import Refusal, ignore
@@ -221,7 +221,8 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     record = first(caches.records.get((namespace, hold.scheduling, name)))
     if record is None or record.scheduling_uid != hold.scheduling_uid:
         return Holder(hold.scheduling, "")  # held, nothing recorded for it yet
-    reserved = record.state in set(JobState) and JobState(record.state).allocated
+    state = state_named(JobState, record.state)
+    reserved = state is not None and state.allocated
     return Holder(hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt)
 
 

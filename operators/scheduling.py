@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from esi.decisions.scheduling_lifecycle import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
 from esi.objects.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
 from esi.resources.batchjob import BatchJobState
-from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
 from esi.resources.testbed import TestbedStatus
 from kube.errors import Refusal, ignore, refusal
@@ -51,10 +51,9 @@ def testbed_tables(
 
 @index(GROUP, VERSION, "batchjobs")
 def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **_: Any) -> dict[Key, JobView]:
-    state = str(status.get("state", ""))
     view = JobView(
         scheduling=status.get("scheduling"),
-        state=BatchJobState(state) if state in set(BatchJobState) else None,
+        state=state_named(BatchJobState, status.get("state")),
         message=status.get("message"),
         attempt=status.get("attempt"),
     )

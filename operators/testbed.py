@@ -31,7 +31,7 @@ from esi.decisions.testbed_lifecycle import (
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import TESTBED_LABEL
-from esi.resources.meta import GROUP, VERSION, utc_now
+from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState
 from esi.resources.testbed import TestbedSpec, TestbedStatus
@@ -83,7 +83,7 @@ def reservations(
     held = [
         Reservation(name, job["name"], tuple(job.get("slots", [])))
         for job in status.get("jobs", [])
-        if job.get("state") in set(JobState) and JobState(job["state"]).holds_slots and job.get("slots")
+        if (state := state_named(JobState, job.get("state"))) is not None and state.holds_slots and job.get("slots")
     ]
     # An index holds one value per key and object; several jobs of one Scheduling go in as a tuple.
     return {(namespace or "", testbed): tuple(held)} if held else {}

@@ -46,7 +46,7 @@ from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL,
 from esi.resources.testbed import Slot, TestbedStatus
 from kube.errors import Refusal, refusal
 from kube.resources import TestbedResource
-from kube.watch import Stream, follow
+from kube.watch import LIST_CHUNK, Stream, follow
 
 __all__ = ["IndexFeed", "IndexView", "TestbedSlots", "feeding", "status_slots"]
 
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
-LIST_CHUNK: Final = 500
 _ESI_PODS: Final[LabelSelector] = {TESTBED_LABEL: exists(), ROLE_LABEL: in_([ROLE_GHOST, ROLE_EXECUTOR])}
 
 

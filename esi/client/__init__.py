@@ -5,66 +5,9 @@ return the wire models of ``esi.wire.rest``; ``esi.client.subscriber`` subscribe
 ``esi.client.cli`` is the ``esi`` command. Installing ``esi`` without extras brings exactly these.
 """
 
-from esi.client.api_client import (
-    Action,
-    ApiStatusError,
-    AsyncEsiClient,
-    AsyncSubscriber,
-    AsyncSubscription,
-    AsyncWatch,
-    Conflict,
-    EsiClient,
-    EsiConnectionError,
-    EsiError,
-    Event,
-    Forbidden,
-    Invalid,
-    Kind,
-    NotFound,
-    Resource,
-    ResourceDeleted,
-    StompMessage,
-    Submitted,
-    Subscriber,
-    Subscription,
-    SubscriptionRefused,
-    Unauthorized,
-    Unavailable,
-    UnexpectedResponse,
-    WaitTimeout,
-    Watch,
-    topic,
-)
+from esi.client import api_client
+from esi.client.api_client import *  # noqa: F403  # its public names are this package's
 from esi.client.subscriber import StompError
 
-__all__ = [
-    "Action",
-    "ApiStatusError",
-    "AsyncEsiClient",
-    "AsyncSubscriber",
-    "AsyncSubscription",
-    "AsyncWatch",
-    "Conflict",
-    "EsiClient",
-    "EsiConnectionError",
-    "EsiError",
-    "Event",
-    "Forbidden",
-    "Invalid",
-    "Kind",
-    "NotFound",
-    "Resource",
-    "ResourceDeleted",
-    "StompError",
-    "StompMessage",
-    "Submitted",
-    "Subscriber",
-    "Subscription",
-    "SubscriptionRefused",
-    "Unauthorized",
-    "Unavailable",
-    "UnexpectedResponse",
-    "WaitTimeout",
-    "Watch",
-    "topic",
-]
+__all__ = ["StompError"]
+__all__ += api_client.__all__

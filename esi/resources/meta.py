@@ -13,7 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.alias_generators import to_camel
@@ -38,6 +38,7 @@ __all__ = [
     "part_of_esi",
     "set_condition",
     "set_conditions",
+    "state_named",
     "utc_now",
 ]
 
@@ -223,6 +224,20 @@ def deep_merged(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str
 def part_of_esi() -> dict[str, str]:
     """The labels that mark an object as part of esi."""
     return {PART_OF_LABEL: "esi"}
+
+
+S = TypeVar("S", bound=StrEnum)
+
+
+def state_named(states: type[S], value: object) -> S | None:
+    """The member of ``states`` a raw status field names; None when the field is absent or names none of them
+    (e.g. a status written by another version of esi)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return states(value)
+    except ValueError:
+        return None
 
 
 def utc_now() -> datetime:

@@ -20,7 +20,7 @@ from esi.decisions.scheduling_lifecycle import SchedulingObservation, TestbedVie
 from esi.decisions.testbed_lifecycle import NodeView, Resources, TestbedObservation, decide_testbed
 from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, is_executor, slot_of
 from esi.resources.batchjob import BatchJob, BatchJobState
-from esi.resources.meta import API_VERSION, GROUP, VERSION
+from esi.resources.meta import API_VERSION, GROUP, VERSION, state_named
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState, Scheduling, SchedulingSpec, SchedulingState
 from esi.resources.testbed import Testbed, TestbedSpec, TestbedState
@@ -45,6 +45,24 @@ def test_a_batchjob_run_is_under_way_from_submission_until_it_ends() -> None:
     active = {BatchJobState.SUBMITTED, BatchJobState.SCHEDULED, BatchJobState.RUNNING}
     assert {s for s in BatchJobState if s.active} == active
     assert {s for s in BatchJobState if s.finished} == {BatchJobState.SUCCEEDED, BatchJobState.FAILED}
+
+
+@pytest.mark.parametrize(
+    ("states", "value", "state"),
+    [
+        (JobState, "Reserved", JobState.RESERVED),
+        (JobState, "Running", JobState.RUNNING),
+        (JobState, "", None),
+        (JobState, None, None),
+        (JobState, "reserved", None),
+        (JobState, "Queued", None),
+        (BatchJobState, "Queued", BatchJobState.QUEUED),
+        (BatchJobState, 3, None),
+    ],
+    ids=["reserved", "running", "empty", "absent", "other-case", "another-kinds-state", "batchjob", "not-a-string"],
+)
+def test_a_raw_status_field_reads_as_a_state_or_none(states: Any, value: object, state: object) -> None:
+    assert state_named(states, value) == state
 
 
 @pytest.mark.parametrize(
