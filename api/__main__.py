@@ -82,7 +82,7 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
         client = AsyncClient(config=config)
         authenticator = KubernetesAuth(client)
         closing.append(client.close)
-    testbeds = Stream("testbeds", TestbedResource)
+    testbeds = Stream("testbeds", TestbedResource, joinable=True)  # the extender joins as its app starts
     api = create_api_app(
         authenticator,
         namespace=args.namespace,

@@ -88,26 +88,33 @@ class Consumer(Protocol):
 class Stream:
     """One LIST + WATCH of one kind, cluster-wide, told to every consumer; ``run`` ends only if cancelled.
 
-    A consumer may join while the stream runs: it is told the complete set seen so far at once (as after a
-    list), then every change like the others.
+    Consumers are told before the stream runs. Only a ``joinable`` stream takes a consumer while it runs: it
+    keeps what it has seen, to tell a consumer that joins the complete set at once (as after a list), then
+    every change like the others. Any other stream keeps nothing: its consumers hold their own view, and a
+    copy here would double it.
     """
 
-    def __init__(self, what: str, resource: type[GenericNamespacedResource]) -> None:
+    def __init__(self, what: str, resource: type[GenericNamespacedResource], *, joinable: bool = False) -> None:
         self.what: Final = what
         self._resource = resource
         self._consumers: list[Consumer] = []
-        self._seen: dict[tuple[str, str], Mapping[str, Any]] | None = None  # None: not listed yet
+        self._listed = False
+        self._seen: dict[tuple[str, str], Mapping[str, Any]] | None = {} if joinable else None
 
     def tell(self, consumer: Consumer) -> None:
+        if self._listed and self._seen is None:
+            raise RuntimeError(f"the {self.what} stream is running and not joinable: tell consumers before it runs")
         self._consumers.append(consumer)
-        if self._seen is not None:
+        if self._listed and self._seen is not None:
             consumer.listed(list(self._seen.values()))
 
     async def run(self, client: AsyncClient, *, min_backoff: float = 0.5, max_backoff: float = 30.0) -> None:
         async def relist() -> str:
             listing = client.list(self._resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
             objects = [plain(item) async for item in listing]
-            self._seen = {_key(obj): obj for obj in objects}
+            if self._seen is not None:
+                self._seen = {_key(obj): obj for obj in objects}
+            self._listed = True
             for consumer in self._consumers:
                 consumer.listed(objects)
             return listing.resourceVersion
@@ -121,11 +128,10 @@ class Stream:
         await follow(self.what, relist, watch, min_backoff=min_backoff, max_backoff=max_backoff)
 
     def _tell(self, event: str, obj: Mapping[str, Any]) -> None:
-        seen = self._seen if self._seen is not None else {}
-        if event == "DELETED":
-            seen.pop(_key(obj), None)
-        else:
-            seen[_key(obj)] = obj
+        if self._seen is not None and event == "DELETED":
+            self._seen.pop(_key(obj), None)
+        elif self._seen is not None:
+            self._seen[_key(obj)] = obj
         for consumer in self._consumers:
             if event == "DELETED":
                 consumer.deleted(obj)

@@ -392,7 +392,7 @@ def full_testbed(name: str, version: int) -> Any:
 
 def test_one_testbed_stream_feeds_the_cache_and_a_feed_that_joins_later() -> None:
     index, cache = SlotIndex(), ResourceCache()
-    stream = Stream("testbeds", TestbedResource)
+    stream = Stream("testbeds", TestbedResource, joinable=True)
     stream.tell(cache.testbeds)  # as create_api_app does, before the process starts the stream
     cluster = FakeCluster(
         lists={TestbedResource: [([full_testbed("tb", 1)], "10")], Pod: [([ghost("g-0", "u0")], "11")]},
@@ -415,3 +415,22 @@ def test_one_testbed_stream_feeds_the_cache_and_a_feed_that_joins_later() -> Non
     assert cluster.count("list", "Testbed") == 1, "the feed listed Testbeds itself"
     assert cluster.count("watch", "Testbed") == 1, "the feed watched Testbeds itself"
     assert [t.metadata.name for t in cache.testbeds.in_namespace("ns")] == ["tb", "tb2"]
+
+
+def test_a_stream_that_is_not_joinable_refuses_a_consumer_once_it_has_listed() -> None:
+    early, late = ResourceCache(), ResourceCache()
+    stream = Stream("testbeds", TestbedResource)
+    stream.tell(early.testbeds)
+    cluster = FakeCluster(lists={TestbedResource: [([full_testbed("tb", 1)], "10")]}, watches={TestbedResource: []})
+
+    async def run() -> None:
+        async with streaming([stream], cast(AsyncClient, cluster), min_backoff=0.001, max_backoff=0.01):
+            async with asyncio.timeout(5):
+                while early.testbeds.get("ns", "tb") is None:
+                    await asyncio.sleep(0.001)
+            with pytest.raises(RuntimeError, match="not joinable"):
+                stream.tell(late.testbeds)
+
+    asyncio.run(run())
+
+    assert late.testbeds.get("ns", "tb") is None
