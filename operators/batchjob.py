@@ -41,7 +41,7 @@ from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
 from esi.resources.batchjob import BatchJob
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
-from esi.resources.scheduling import JobState
+from esi.resources.scheduling import JobState, testbed_name
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 from kube.errors import Refusal, ignore
 from kube.indexes import index
@@ -79,7 +79,7 @@ def scheduling_records(
     *, name: str, namespace: str | None, uid: str, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[tuple[str, str, str], _Record]:
     """Per (namespace, scheduling, job): the job's slots and state as the Scheduling recorded them."""
-    testbed = (spec.get("testbed") or {}).get("name", "")
+    testbed = testbed_name(spec)
     return {
         (namespace or "", name, job["name"]): _Record(
             uid, testbed, job.get("state", ""), tuple(job.get("slots", ())), int(job.get("attempt", 1))

@@ -33,7 +33,7 @@ from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import TESTBED_LABEL
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.quantity import Quantity
-from esi.resources.scheduling import JobState
+from esi.resources.scheduling import JobState, testbed_name
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 from kube.errors import Refusal, ignore
 from kube.indexes import index
@@ -77,7 +77,7 @@ def testbed_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body,
 def reservations(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> dict[TestbedKey, tuple[Reservation, ...]]:
-    testbed = (spec.get("testbed") or {}).get("name")
+    testbed = testbed_name(spec)
     if not testbed:
         return {}
     held = [
@@ -112,7 +112,7 @@ def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
 def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
-    _wakeups.wake([(namespace or "", (spec.get("testbed") or {}).get("name", ""))])
+    _wakeups.wake([(namespace or "", testbed_name(spec))])
 
 
 # --- the reconciler -------------------------------------------------------------------------------------

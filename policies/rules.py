@@ -36,6 +36,7 @@ from esi.decisions.layout import NodeLabels, layout_slots
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
 from esi.resources.meta import GROUP
 from esi.resources.quantity import Quantity, QuantityError, parse_quantity
+from esi.resources.scheduling import testbed_field
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
@@ -257,12 +258,13 @@ def scheduling_testbed_exists(stack: Stack) -> list[Violation]:
     """1. A Scheduling's Testbed is declared in the stack."""
     found = []
     for scheduling in stack.schedulings:
-        ref = _reference(scheduling.spec.get("testbed"), scheduling)
+        field = testbed_field(scheduling.spec)
+        ref = _reference(scheduling.spec.get(field), scheduling)
         if ref is not None and ref not in stack.testbeds:
             found.append(
                 _violation(
                     scheduling,
-                    "spec.testbed",
+                    f"spec.{field}",
                     f"Testbed {_ref_text(ref)} is not declared in this stack "
                     "(the policy pack sees only the stack's resources)",
                 )
@@ -423,7 +425,7 @@ def unchecked_testbeds(stack: Stack) -> list[Violation]:
             found.append(
                 _violation(
                     scheduling,
-                    "spec.testbed",
+                    f"spec.{testbed_field(scheduling.spec)}",
                     f"slot ids are not checked: Testbed {_ref_text(_key_ref(held))} has no slot on a node "
                     "declared in this stack",
                 )
@@ -590,7 +592,7 @@ def _job_references(scheduling: KubeObject) -> list[tuple[str, tuple[str, str]]]
 
 
 def _testbed_of(stack: Stack, scheduling: KubeObject) -> KubeObject | None:
-    ref = _reference(scheduling.spec.get("testbed"), scheduling)
+    ref = _reference(scheduling.spec.get(testbed_field(scheduling.spec)), scheduling)
     return stack.testbeds.get(ref) if ref is not None else None
 
 

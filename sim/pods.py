@@ -20,7 +20,8 @@ FlinkDeployment, and TaskManagers ``<app>-taskmanager-1-<n>`` (Flink's ``<cluste
 owned by the JobManager pod. Labels ``app``, ``component`` (jobmanager/taskmanager) and
 ``type=flink-native-kubernetes`` over the pod template's. ``spec.<component>.podTemplate`` is deep-merged
 over ``spec.podTemplate`` (mappings key by key, anything else replaced) and gives labels, annotations,
-scheduler, priority class, affinity, node selector and tolerations. Requests = limits =
+scheduler, priority class, affinity, node selector, tolerations, volumes, and the settings of the pod's
+container (its ``flink-main-container``: volume mounts, env, …). Requests = limits =
 ``spec.<component>.resource`` (cpu cores, memory in Flink units or as a quantity). TaskManagers:
 ``taskManager.replicas``, else ceil(job.parallelism / ``taskmanager.numberOfTaskSlots``).
 
@@ -41,6 +42,7 @@ from typing import Any, Final
 
 from esi.objects.names import JOB_LABEL
 from esi.objects.owners import owner_reference
+from esi.resources.flink_cluster import FLINK_IMAGE, FLINK_MAIN_CONTAINER
 from esi.resources.meta import deep_merged
 from sim.crds import FLINK, SPARK, ApplicationType
 from sim.names import APP_UID_LABEL
@@ -76,7 +78,6 @@ FLINK_TYPE_LABEL: Final = "type"
 FLINK_NATIVE_TYPE: Final = "flink-native-kubernetes"
 
 SPARK_IMAGE: Final = "apache/spark:3.5.3"
-FLINK_IMAGE: Final = "flink:1.20"
 _SPARK_MIN_OVERHEAD_MIB: Final = 384
 _SPARK_OVERHEAD_FACTOR: Final = 0.1
 _FLINK_SLOTS_KEY: Final = "taskmanager.numberOfTaskSlots"
@@ -333,12 +334,16 @@ def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[st
     memory_setting = resource.get("memory", _FLINK_DEFAULT_MEMORY[component])
     memory = str(memory_quantity(flink_bytes(memory_setting, f"spec.{field}.resource.memory")))
     sizes = {"cpu": cpu, "memory": memory}
+    template_spec = template.get("spec") or {}
+    # Flink builds its container over the template's of the same name (volume mounts, env, ...).
+    containers: list[dict[str, Any]] = template_spec.get("containers") or []
+    main = next((c for c in containers if c.get("name") == FLINK_MAIN_CONTAINER), {})
     container = {
-        "name": "flink-main-container",
+        **copy.deepcopy(main),
+        "name": FLINK_MAIN_CONTAINER,
         "image": spec.get("image") or FLINK_IMAGE,
         "resources": {"requests": dict(sizes), "limits": dict(sizes)},
     }
-    template_spec = template.get("spec") or {}
     placement = {"serviceAccountName": template_spec.get("serviceAccountName") or spec.get("serviceAccount")}
     pod_body = _pod_spec(template_spec, placement, template_spec.get("nodeSelector") or {}, container)
     annotations = dict(metadata.get("annotations") or {})

@@ -8,7 +8,22 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
+from esi.resources.batchjob import BatchJob
+from esi.resources.flink_cluster import REFUSALS
+from esi.resources.scheduling import Scheduling
+from esi.resources.testbed import Testbed
+
 API_VERSION = "esi.tu-berlin.de/v1alpha1"
+
+
+MODELS: dict[str, type[BaseModel]] = {"BatchJob": BatchJob, "Testbed": Testbed, "Scheduling": Scheduling}
+
+
+def read(manifest: dict[str, Any]) -> BaseModel:
+    """A manifest (or a stored object) as esi's model of its kind reads it."""
+    return MODELS[manifest["kind"]].model_validate(manifest)
 
 
 def without_nones(value: Any) -> Any:
@@ -43,6 +58,22 @@ FLINK = {
     "serviceAccount": "flink",
     "jobManager": {"resource": {"cpu": 1, "memory": "1024m"}},
     "job": {"jarURI": "local:///opt/flink/examples/WordCount.jar", "parallelism": 2, "upgradeMode": "stateless"},
+}
+ORIGINAL_FLINK = {"jarFile": "./examples/batch/WordCount.jar", "className": "WordCount"}  # a FlinkCluster's job
+# A value of each field of the original's Flink job shape that esi refuses, by field.
+REFUSED_ORIGINAL_FLINK_FIELDS: dict[str, Any] = {
+    "pyFile": "./examples/python/table/word_count.py",
+    "pyFiles": "./deps.zip",
+    "pyModule": "word_count",
+    "autoSavepointSeconds": 300,
+    "savepointGeneration": 2,
+    "takeSavepointOnUpdate": False,
+    "maxStateAgeToRestoreSeconds": 600,
+    "cancelRequested": True,
+    "cleanupPolicy": {"afterJobSucceeds": "KeepCluster"},
+    "resources": {"limits": {"cpu": "1"}},
+    "mode": "Blocking",
+    "noLoggingToStdout": True,
 }
 
 
@@ -113,8 +144,38 @@ INVALID: dict[str, Invalid] = {
         "Required value",
     ),
     "flink spec without a job": Invalid(
-        batchjob_manifest(sparkSpec=None, flinkSpec={"image": "flink:1.20"}), "spec.flinkSpec.job", "Required value"
+        batchjob_manifest(sparkSpec=None, flinkSpec={"image": "flink:1.20"}),
+        "spec.flinkSpec",
+        "set exactly one of job (the FlinkDeployment's) or jarFile",
     ),
+    "flink spec with a job and the original's jarFile": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec=FLINK | {"jarFile": "./examples/streaming/WordCount.jar"}),
+        "spec.flinkSpec",
+        "set exactly one of job (the FlinkDeployment's) or jarFile",
+    ),
+    "flink spec with a job and the original's className": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec=FLINK | {"className": "WordCount"}),
+        "spec.flinkSpec",
+        "go with jarFile, not with job: in the FlinkDeployment shape write job.entryClass",
+    ),
+    "original flink job in python": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec={"pyFile": "./examples/python/table/word_count.py"}),
+        "spec.flinkSpec",
+        "Python jobs are not translated from the original ESI's job shape",
+    ),
+    "original flink job restarted from a savepoint on failure": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK | {"restartPolicy": "FromSavepointOnFailure"}),
+        "spec.flinkSpec.restartPolicy",
+        "a failed run is retried as a new application, per the Scheduling's spec.retry",
+    ),
+    **{
+        f"original flink job with {field}": Invalid(
+            batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK | {field: value}),
+            f"spec.flinkSpec.{field}",
+            REFUSALS[field],
+        )
+        for field, value in REFUSED_ORIGINAL_FLINK_FIELDS.items()
+    },
     "external scheduler notes that are not string maps": Invalid(
         batchjob_manifest(externalScheduler={"profiler": ["just a string"]}),
         "spec.externalScheduler.profiler[0]",
@@ -148,10 +209,11 @@ INVALID: dict[str, Invalid] = {
     "scheduling with no strategy": Invalid(
         scheduling_manifest(queueBased=None), "spec", "set exactly one of queueBased or slotBased"
     ),
-    "scheduling with the original's obsolete spec.slots instead of spec.testbed": Invalid(
-        _without(scheduling_manifest(slots={"name": "profiler-testbed"}), "spec", "testbed"),
-        "spec.slots",
-        "unknown field",
+    "scheduling naming its testbed both as testbed and as the original's slots": Invalid(
+        scheduling_manifest(slots={"name": "profiler-testbed"}), "spec", "set exactly one of testbed or slots"
+    ),
+    "scheduling without a testbed": Invalid(
+        scheduling_manifest(testbed=None), "spec", "set exactly one of testbed or slots"
     ),
     "scheduling with an empty queue": Invalid(
         scheduling_manifest(queueBased=[]), "spec.queueBased", "at least 1 items"

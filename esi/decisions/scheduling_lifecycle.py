@@ -271,6 +271,7 @@ def _render(
     updated = current.model_copy(
         update={
             "state": state,
+            "testbed": testbed,
             "waiting_for": verdict.waiting_for,
             "jobs": jobs,
             "progress": f"{finished}/{len(jobs)}",

@@ -3,7 +3,9 @@
 The spec embeds the application's own spec — a SparkApplication (``sparkoperator.k8s.io/v1beta2``) or a
 FlinkDeployment (``flink.apache.org/v1beta1``) — of which only the fields esi reads or overrides are typed
 here; everything else is kept as written and handed to the application's operator unchanged. esi decides
-the executors' count, size, placement and scheduler; what a user writes there is replaced.
+the executors' count, size, placement and scheduler; what a user writes there is replaced. A ``flinkSpec``
+in the original ESI's shape (a FlinkCluster's job, with ``jarFile``) is read as the FlinkDeployment spec it
+translates to (``esi.resources.flink_cluster``).
 
 Nothing in the spec is written by esi: which Scheduling holds the job and which slots it was given are
 recorded elsewhere (the Scheduling's status), and ``status`` is written by the BatchJob reconciler alone.
@@ -11,12 +13,14 @@ recorded elsewhere (the Scheduling's status), and ``status`` is written by the B
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from esi.resources.flink_cluster import FlinkClusterJob, flink_deployment_spec, shape_rules
 from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
 
 __all__ = [
@@ -83,7 +87,15 @@ class FlinkJobSpec(OpenModel):
 
 
 class FlinkDeploymentSpec(OpenModel):
-    """A FlinkDeployment ``flink.apache.org/v1beta1`` spec, in application mode (it must run a job)."""
+    """A FlinkDeployment ``flink.apache.org/v1beta1`` spec, in application mode (it must run a job).
+
+    A manifest may write the original ESI's shape instead (``FlinkClusterJob``: ``jarFile`` and the rest of a
+    FlinkCluster's job); it is translated as it is read, so the model always holds a FlinkDeployment spec.
+    """
+
+    other_shape: ClassVar = FlinkClusterJob
+    optional_in_schema: ClassVar = ("job",)
+    cel_rules: ClassVar = shape_rules()
 
     job: FlinkJobSpec
     image: str | None = None
@@ -92,6 +104,12 @@ class FlinkDeploymentSpec(OpenModel):
     service_account: str | None = None
     job_manager: dict[str, Any] | None = None
     task_manager: dict[str, Any] | None = None
+    mode: str | None = Field(default=None, description="How the cluster is deployed: native or standalone.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_the_original_shape(cls, data: Any) -> Any:
+        return flink_deployment_spec(data) if isinstance(data, Mapping) else data
 
 
 class BatchJobSpec(EsiModel):
@@ -100,7 +118,10 @@ class BatchJobSpec(EsiModel):
     )
 
     spark_spec: SparkApplicationSpec | None = Field(default=None, description="The Spark application to run.")
-    flink_spec: FlinkDeploymentSpec | None = Field(default=None, description="The Flink application to run.")
+    flink_spec: FlinkDeploymentSpec | None = Field(
+        default=None,
+        description="The Flink application to run: a FlinkDeployment spec, or the original ESI's FlinkCluster job.",
+    )
     external_scheduler: dict[str, list[dict[str, str]]] | None = Field(
         default=None,
         description="Free-form notes of the external scheduler (e.g. measured co-location runtimes); esi keeps them.",

@@ -92,7 +92,7 @@ DEFINITIONS: tuple[CrdDefinition, ...] = (
         SchedulingStatus,
         (
             PrinterColumn("State", ".status.state"),
-            PrinterColumn("Testbed", ".spec.testbed.name"),
+            PrinterColumn("Testbed", ".status.testbed", description="The Testbed its jobs run in"),
             PrinterColumn("Progress", ".status.progress", description="Finished jobs / all jobs"),
             PrinterColumn("Waiting for", ".status.waitingFor", description="What it waits for", type="string"),
             AGE,

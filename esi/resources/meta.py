@@ -61,7 +61,8 @@ class EsiModel(BaseModel):
     """Base of every esi model: camelCase on the wire, snake_case in Python, unknown fields refused.
 
     ``x-kubernetes-validations`` (CEL rules the API server enforces) are declared per class in
-    ``cel_rules`` and end up in the generated CRD.
+    ``cel_rules`` and end up in the generated CRD, as do a model's ``other_shape`` and ``optional_in_schema``
+    (docs/compatibility.md#manifests: shapes of the original ESI that manifests may still write).
     """
 
     model_config = ConfigDict(
@@ -73,12 +74,30 @@ class EsiModel(BaseModel):
         frozen=True,
     )
     cel_rules: ClassVar[Sequence[dict[str, str]]] = ()
+    other_shape: ClassVar[type[BaseModel] | None] = None
+    """Another shape of the model that manifests may write (the original ESI's), translated by a before-validator:
+    its properties join the schema's, so that the API server keeps them and CEL rules can name them."""
+    optional_in_schema: ClassVar[tuple[str, ...]] = ()
+    """Required fields the schema does not require, because a manifest may write another field in their place (a
+    CEL rule asks for exactly one of the two, a before-validator fills them in)."""
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
         if cls.cel_rules:
-            handler.resolve_ref_schema(schema)["x-kubernetes-validations"] = [dict(r) for r in cls.cel_rules]
+            target["x-kubernetes-validations"] = [dict(r) for r in cls.cel_rules]
+        if cls.other_shape is not None:
+            other = cls.other_shape.model_json_schema(by_alias=True, mode="validation")
+            if "$defs" in other:
+                raise TypeError(f"{cls.__name__}: the other shape {cls.other_shape.__name__} must not nest models")
+            own = target.setdefault("properties", {})
+            own.update({name: node for name, node in other["properties"].items() if name not in own})
+        if cls.optional_in_schema:
+            required = [f for f in target.get("required", ()) if f not in cls.optional_in_schema]
+            target.pop("required", None)
+            if required:
+                target["required"] = required
         return schema
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -7,10 +7,14 @@ slots are all free. (``esi.decisions.allocation`` decides; this module only desc
 
 A Scheduling holds its Testbed and its jobs exclusively while it lives. The slots it gives a job are
 recorded in its status the moment they are decided, so every reader sees them reserved at once.
+
+Manifests written for the original ESI name the Testbed ``slots`` (its old name of ``testbed``); the model
+reads it as ``testbed``, and readers of a raw spec (index handlers, the policy pack) ask ``testbed_field``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal
@@ -32,6 +36,8 @@ __all__ = [
     "SlotBased",
     "SlotJob",
     "SlotMode",
+    "testbed_field",
+    "testbed_name",
 ]
 
 MAX_QUEUE = 4096
@@ -114,15 +120,25 @@ class RetryPolicy(EsiModel):
         return int(self.backoff_seconds * 2 ** max(failures - 1, 0))
 
 
+_TESTBED_OR_SLOTS: Final = "set exactly one of testbed or slots (the original ESI's name of testbed)"
+
+
 class SchedulingSpec(EsiModel):
     cel_rules: ClassVar = (
+        {"rule": "has(self.testbed) != has(self.slots)", "message": _TESTBED_OR_SLOTS},
         {
             "rule": "has(self.queueBased) != has(self.slotBased)",
             "message": "set exactly one of queueBased or slotBased",
         },
     )
+    optional_in_schema: ClassVar = ("testbed",)
 
     testbed: ObjectReference = Field(description="The Testbed whose slots the jobs run in.")
+    slots: ObjectReference | None = Field(
+        default=None,
+        exclude=True,
+        description="The original ESI's name of testbed, accepted in its place; read as testbed.",
+    )
     queue_based: list[ObjectReference] | None = Field(
         default=None,
         min_length=1,
@@ -132,11 +148,35 @@ class SchedulingSpec(EsiModel):
     slot_based: SlotBased | None = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries of a job whose run failed.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _testbed_from_slots(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        named = [field for field in ("testbed", "slots") if data.get(field) is not None]
+        if len(named) != 1:
+            raise ValueError(_TESTBED_OR_SLOTS)
+        rest = {key: value for key, value in data.items() if key != "slots"}
+        return rest if named == ["testbed"] else {**rest, "testbed": data["slots"]}
+
     @model_validator(mode="after")
     def _exactly_one_strategy(self) -> SchedulingSpec:
         if (self.queue_based is None) == (self.slot_based is None):
             raise ValueError("set exactly one of queueBased or slotBased")
         return self
+
+
+def testbed_field(spec: Mapping[str, Any]) -> str:
+    """The field of a raw Scheduling spec that names its Testbed: ``testbed``, or ``slots`` where a manifest
+    written for the original ESI uses that name instead."""
+    return "slots" if spec.get("testbed") is None and spec.get("slots") is not None else "testbed"
+
+
+def testbed_name(spec: Mapping[str, Any]) -> str:
+    """The name of the Testbed a raw Scheduling spec names; "" when it names none."""
+    reference = spec.get(testbed_field(spec))
+    name = reference.get("name") if isinstance(reference, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 class SchedulingState(StrEnum):
@@ -199,6 +239,9 @@ class JobProgress(EsiModel):
 
 class SchedulingStatus(ReconciledStatus):
     state: SchedulingState = SchedulingState.PENDING
+    testbed: str | None = Field(
+        default=None, description="The Testbed's name, whichever field of the spec names it (for kubectl get)."
+    )
     waiting_for: str | None = Field(default=None, description="What the Scheduling waits for, in a sentence.")
     progress: str | None = Field(default=None, description="Finished jobs / all jobs, e.g. 2/5.")
     jobs: list[JobProgress] = Field(

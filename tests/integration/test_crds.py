@@ -10,7 +10,8 @@ import pytest
 
 from infra.local_cluster import ClusterError, LocalCluster
 from tests.integration.kube import create_in
-from tests.manifests import INVALID, VALID, Invalid, testbed_manifest
+from tests.manifests import INVALID, VALID, Invalid, read, testbed_manifest
+from tests.original_manifests import ORIGINAL
 
 
 def test_valid_manifests_are_accepted_and_listed_under_the_esi_category(esi_crds: LocalCluster, namespace: str) -> None:
@@ -24,6 +25,20 @@ def test_valid_manifests_are_accepted_and_listed_under_the_esi_category(esi_crds
     assert len(json.loads(listed)["items"]) == len(VALID)
     short = esi_crds.kubectl("get", "tb,bj,sched", "-n", namespace, "-o", "name")
     assert len(short.split()) == len(VALID)
+
+
+def test_the_original_manifests_are_accepted_and_read_back_as_what_esi_runs(
+    esi_crds: LocalCluster, namespace: str
+) -> None:
+    for i, case in enumerate(ORIGINAL.values()):
+        create_in(esi_crds, namespace, case.manifest | {"metadata": {"name": f"original-{i}"}})
+
+    for i, case in enumerate(ORIGINAL.values()):
+        kind = case.manifest["kind"]
+        stored = json.loads(esi_crds.kubectl("get", "-n", namespace, kind.lower(), f"original-{i}", "-o", "json"))
+        assert stored["spec"] == case.manifest["spec"], f"{kind} original-{i}: the API server pruned or changed it"
+        spec = read(stored).model_dump(mode="json", exclude_none=True)["spec"]
+        assert {key: spec.get(key) for key in case.reads_as} == case.reads_as, f"{kind} original-{i}"
 
 
 @pytest.mark.parametrize("case", INVALID.values(), ids=INVALID.keys())

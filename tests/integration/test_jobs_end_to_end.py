@@ -25,6 +25,7 @@ from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
 from tests.integration.kube import create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
+from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
 
 def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
@@ -198,6 +199,29 @@ def test_a_flink_job_runs_in_its_slots(
     assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
     assert sorted(job["runs"][0]["slots"]) == [0, 1, 2, 3]
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {"wc": {0, 1, 2, 3}})
+
+
+def test_the_originals_manifests_run_as_they_are(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
+) -> None:  # docs/compatibility.md#manifests
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    # The FlinkDeployment runs as the Flink operator's job account, which must exist (as on a real cluster).
+    create_in(esi_stack, namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "flink"}})
+    create_in(esi_stack, namespace, original_flink_job("batchjob-flink"))
+    queue = [{"name": "batchjob-flink", "namespace": namespace}] * 2
+    testbed = {"name": "tb", "namespace": namespace}
+    create_in(esi_stack, namespace, original_queue_scheduling("test-scheduling", testbed, queue))
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "test-scheduling"), timeout=120)
+    job = status(esi_stack, namespace, "batchjob", "batchjob-flink")
+    assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
+    assert sorted(job["runs"][0]["slots"]) == [0, 1]
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {"batchjob-flink": {0, 1}})
+    deployment = get(esi_stack, namespace, "flinkdeployment", "batchjob-flink")["spec"]
+    assert deployment["job"]["jarURI"] == "local:///opt/flink/examples/streaming/WordCount.jar"
+    assert deployment["job"]["entryClass"] == WORDCOUNT_CLASS
+    row = esi_stack.kubectl("get", "sched", "test-scheduling", "-n", namespace, "--no-headers").split()
+    assert row[:4] == ["test-scheduling", "Completed", "tb", "1/1"], "kubectl shows the Testbed named as slots"
 
 
 def test_a_driver_no_node_can_take_is_what_the_job_says_it_waits_for(

@@ -86,6 +86,12 @@ def scheduling(
     }
 
 
+def named_as_slots(manifest: Manifest) -> Manifest:
+    """A Scheduling naming its Testbed ``slots``, as manifests written for the original ESI do."""
+    spec = {key: value for key, value in manifest["spec"].items() if key != "testbed"}
+    return manifest | {"spec": spec | {"slots": manifest["spec"]["testbed"]}}
+
+
 def node(name: str, node_id: str | None = None, *, cpu: str | None = "4", memory: str = "8Gi") -> Manifest:
     manifest: Manifest = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}}}
     if node_id is not None:
@@ -256,6 +262,17 @@ def test_a_node_without_allocatable_uses_its_capacity() -> None:
                 "(the policy pack sees only the stack's resources)"
             ],
             id="a Testbed of that name in another namespace",
+        ),
+        pytest.param(
+            (*GOOD, named_as_slots(scheduling(queue=["wordcount"]))), [], id="declared, named as the original's slots"
+        ),
+        pytest.param(
+            (named_as_slots(scheduling(queue=["wordcount"])),),
+            [
+                "Scheduling demo/nightly: spec.slots: Testbed demo/tb is not declared in this stack "
+                "(the policy pack sees only the stack's resources)"
+            ],
+            id="not declared, named as the original's slots",
         ),
     ],
 )
