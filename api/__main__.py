@@ -8,7 +8,9 @@ the configuration is found as kubectl would: in-cluster service account, ``$KUBE
 ``~/.kube/config``.
 
 Tokens: with ``--token-file``, one static token (created there, mode 0600, if missing) — the local stack;
-without, Kubernetes decides (TokenReview + SubjectAccessReview against RBAC on the esi resources).
+without, Kubernetes decides (TokenReview + SubjectAccessReview against RBAC on the esi resources). A caller
+without a token is ``system:anonymous``: RBAC decides for it in a cluster; with ``--token-file`` it is turned
+away unless ``--allow-anonymous`` lets it do anything.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def parser() -> argparse.ArgumentParser:
         "default: Kubernetes TokenReview + SubjectAccessReview",
     )
     cli.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        help="with --token-file: let callers without a token read and submit, as system:anonymous, like the "
+        "original ESI (anyone who can reach the port may then use the API: only where nobody else can)",
+    )
+    cli.add_argument(
         "--stomp-buffer", type=int, default=1000, help="messages a STOMP client may fall behind (default: %(default)s)"
     )
     levels = ["debug", "info", "warning", "error"]
@@ -77,7 +85,7 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
     authenticator: Authenticator
     closing = []
     if args.token_file is not None:
-        authenticator = StaticToken.from_file(args.token_file, create=True)
+        authenticator = StaticToken.from_file(args.token_file, create=True, anonymous=args.allow_anonymous)
     else:
         client = AsyncClient(config=config)
         authenticator = KubernetesAuth(client)
@@ -120,7 +128,10 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    if args.allow_anonymous and args.token_file is None:
+        cli.error("--allow-anonymous needs --token-file: in a cluster, RBAC decides what system:anonymous may do")
     configure(args.log_level, args.log_format)
     try:
         config = KubeConfig.from_file(args.kubeconfig) if args.kubeconfig else KubeConfig.from_env()

@@ -1,7 +1,7 @@
 """The external scheduler API's HTTP application, for external schedulers and people.
 
 REST under ``/external`` (``api.routes``, one module per resource), STOMP over WebSocket at ``/scheduler``,
-OpenAPI at ``/docs``, the Manual Scheduler web UI at ``/ui/``; a bearer token on all the data. Health
+OpenAPI at ``/docs``, the Manual Scheduler web UI at ``/ui/``; all the data authorized (``api.auth``). Health
 (``/healthz``, ``/readyz``), ``/metrics`` and the UI's static files are open. ``python -m api`` serves it
 beside the extender's application (``api.extender.app``), on a listener of its own.
 """
@@ -33,11 +33,14 @@ The External Scheduler Interface: see the cluster as **Testbeds** (slots reserve
 or explicit job → slot lists) and submit Schedulings — in the JSON shapes of the original ESI, so
 schedulers written for it run unchanged.
 
-* Every `/external` route and the STOMP endpoint need `Authorization: Bearer <token>`.
+* Every `/external` route and the STOMP endpoint are authorized: send `Authorization: Bearer <token>`; a
+  caller without one is `system:anonymous`, who may do what RBAC (or the server's setting) allows.
 * `?namespace=` picks the namespace (the server's default when left out).
+* `?view=esi` adds esi's own fields (`namespace`, `esiState`, `waitingFor`, …) to the original's, which are
+  all an answer has by default.
 * Live updates: STOMP 1.2 over WebSocket at `/scheduler`; subscribe to `/topic/testbeds`, `/topic/jobs`,
   `/topic/schedulings` (`{action, resource: <name>}`) or `/topic/<kind>/<name>`
-  (`{action, resource: <the object's view>}`); an optional `namespace` header on SUBSCRIBE.
+  (`{action, resource: <the object's view>}`); optional `namespace` and `view` headers on SUBSCRIBE.
 """
 
 

@@ -1,12 +1,17 @@
 """Who is calling esi's API, and whether they may do what they ask.
 
-Every endpoint except health and metrics takes a bearer token. Two ways to judge it, one interface
-(``Authenticator``):
+Every endpoint except health and metrics takes a bearer token, or none: a caller without one is
+``system:anonymous`` (group ``system:unauthenticated``), as in Kubernetes, and is authorized like anyone
+else (the original ESI had no authentication, so its clients send no token). Two ways to judge, one
+interface (``Authenticator``):
 
 - ``KubernetesAuth`` (in a cluster): the Kubernetes API server decides. A TokenReview says whose token it is,
-  a SubjectAccessReview whether RBAC on the esi resources lets them read or submit. Answers, yes and no
+  a SubjectAccessReview whether RBAC on the esi resources lets them read or submit — for anonymous callers
+  too, who may do nothing until an administrator grants ``system:anonymous`` a Role. Answers, yes and no
   alike, are kept for a few seconds, so a busy client does not cost two API calls per request.
 - ``StaticToken`` (the local stack): one token, generated at setup; whoever holds it may do anything.
+  Anonymous callers are turned away unless it was made with ``anonymous=True``: then anyone who reaches
+  the port may do anything too.
 
 Exceptions::
 
@@ -39,6 +44,7 @@ from lightkube.resources.authorization_v1 import SubjectAccessReview
 from esi.resources.meta import GROUP
 
 __all__ = [
+    "ANONYMOUS",
     "NO_TOKEN",
     "AuthUnavailable",
     "Authenticator",
@@ -69,6 +75,9 @@ class Principal:
     groups: tuple[str, ...] = ()
     uid: str | None = None
     extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+
+ANONYMOUS = Principal("system:anonymous", ("system:unauthenticated",))
 
 
 class Refusal(Exception):
@@ -113,14 +122,15 @@ def bearer_token(authorization: str | None) -> str | None:
 class StaticToken:
     """The local stack's authenticator: one token; any caller holding it may do anything."""
 
-    def __init__(self, token: str, *, path: Path | None = None) -> None:
+    def __init__(self, token: str, *, path: Path | None = None, anonymous: bool = False) -> None:
         if not token:
             raise ValueError("the API token must not be empty")
         self._token = token.encode()
         self._refused = f"bearer token not accepted: send the one in {path}" if path else "bearer token not accepted"
+        self._anonymous = anonymous
 
     @classmethod
-    def from_file(cls, path: Path, *, create: bool = False) -> StaticToken:
+    def from_file(cls, path: Path, *, create: bool = False, anonymous: bool = False) -> StaticToken:
         """The token kept in ``path``; with ``create``, one generated and written there (mode 0600) if absent.
 
         Raises ``ValueError`` naming the file if it cannot be read or holds no token.
@@ -133,11 +143,13 @@ class StaticToken:
             raise ValueError(f"cannot read the API token from {path}: {err.strerror}") from err
         if not token:
             raise ValueError(f"the API token file {path} is empty")
-        return cls(token, path=path)
+        return cls(token, path=path, anonymous=anonymous)
 
     async def authenticate(self, token: str | None) -> Principal:
         if token is None:
-            raise Refusal(401, NO_TOKEN)
+            if self._anonymous:
+                return ANONYMOUS
+            raise Refusal(401, f"{NO_TOKEN} (this server does not let anonymous callers in)")
         # Constant time: how long a wrong guess takes must not tell how much of it was right.
         if not hmac.compare_digest(token.encode(), self._token):
             raise Refusal(401, self._refused)
@@ -238,7 +250,7 @@ class KubernetesAuth:
 
     async def authenticate(self, token: str | None) -> Principal:
         if token is None:
-            raise Refusal(401, NO_TOKEN)
+            return ANONYMOUS
         key = hashlib.sha256(token.encode()).digest()
         identity = self._identities.get(key)
         if identity is None:
@@ -310,9 +322,13 @@ def _forbidden(
 ) -> str:
     where = f"in namespace {namespace}" if namespace else "in all namespaces"
     # The reason, as kube-apiserver gives it in its own 403s (RBAC leaves it empty when nothing matched).
-    return f"forbidden: {principal.name} may not {verb} {resource} {where}" + (
-        f": {status.reason}" if status.reason else ""
-    )
+    reason = f": {status.reason}" if status.reason else ""
+    if principal == ANONYMOUS:
+        reason += (
+            f" (no bearer token was sent: send 'Authorization: Bearer <token>', or have an administrator grant "
+            f"{ANONYMOUS.name} {verb} on {resource}.{GROUP} {where})"
+        )
+    return f"forbidden: {principal.name} may not {verb} {resource} {where}{reason}"
 
 
 def _unavailable(review: str, err: httpx2.HTTPError) -> str:

@@ -2,7 +2,8 @@
 with — each an ``Annotated`` alias for a route's parameters, read from the app that serves the request.
 
 ``create_api_app`` puts what these read on ``app.state``; a test swaps any of them with
-``app.dependency_overrides``. ``may(verb, *resources)`` is the route-level permission check: the caller's
+``app.dependency_overrides``. ``AskedView`` is the ``view`` query parameter: the original's shape unless a
+client asks for esi's. ``may(verb, *resources)`` is the route-level permission check: the caller's
 token must allow ``verb`` on each resource in the namespace (``api.auth``).
 """
 
@@ -17,8 +18,9 @@ from lightkube import AsyncClient
 from api.auth import Authenticator, Principal
 from api.cache import ResourceCache
 from esi.resources.meta import NAMESPACE_PATTERN
+from esi.wire.rest import View
 
-__all__ = ["Auth", "Cache", "Caller", "Kube", "Namespace", "bearer", "may"]
+__all__ = ["AskedView", "Auth", "Cache", "Caller", "Kube", "Namespace", "bearer", "may"]
 
 bearer = HTTPBearer(auto_error=False, description="A Kubernetes token (in a cluster) or the local stack's token.")
 
@@ -52,10 +54,23 @@ def _namespace(
     return namespace or str(request.app.state.namespace)
 
 
+def _view(
+    view: Annotated[
+        View,
+        Query(
+            description="original (the default): exactly the original ESI's fields, as its clients expect; "
+            "esi: those and esi's own (namespace, esiState, waitingFor, message, conditions, …)."
+        ),
+    ] = View.ORIGINAL,
+) -> View:
+    return view
+
+
 Cache = Annotated[ResourceCache, Depends(_cache)]
 Kube = Annotated[AsyncClient, Depends(_kube)]
 Auth = Annotated[Authenticator, Depends(_authenticator)]
 Namespace = Annotated[str, Depends(_namespace)]
+AskedView = Annotated[View, Depends(_view)]
 
 
 async def _caller(

@@ -17,6 +17,9 @@ Behaviour a client can rely on:
   (``testbeds``, ``batchjobs`` for ``/topic/jobs``, ``schedulings``) in its namespace: the ``namespace``
   header, else the broker's default. A refusal is an ERROR (``unauthenticated: …`` / ``forbidden: …``).
 * Destinations: ``/topic/testbeds``, ``/topic/jobs``, ``/topic/schedulings`` and ``/topic/<those>/<name>``.
+* Views: a SUBSCRIBE without a ``view`` header gets the original ESI's payloads, exactly its fields (its
+  clients map them strictly); ``view:esi`` gets esi's view, the original's fields and esi's own (the REST
+  ``?view=esi``). Each view's subscribers hear only of changes they can see.
 * Acknowledgement: ``ack:auto`` only (esi keeps no message once written); other modes, ACK and NACK get an
   ERROR, as do transactions (BEGIN/COMMIT/ABORT), which only make sense for SEND.
 * UNSUBSCRIBE of an id that is not subscribed is a no-op, so a client may repeat it safely.
@@ -48,6 +51,7 @@ from prometheus_client import Counter, Gauge
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from api.auth import AuthUnavailable, Principal, Refusal, bearer_token
+from esi.wire.rest import View
 from esi.wire.stomp_frames import (
     Frame,
     FrameParser,
@@ -117,7 +121,7 @@ class Broker:
         self.closed = False
         self._open: set[_Session] = set()  # every WebSocket being served, connected or not
         self._connected: set[_Session] = set()  # CONNECTED and not closing: the ones publish may reach
-        self._routes: dict[tuple[str, str], dict[_Subscription, None]] = {}
+        self._routes: dict[tuple[str, str, View], dict[_Subscription, None]] = {}
         self._message_ids = itertools.count(1)
 
     @property
@@ -125,9 +129,9 @@ class Broker:
         """Connected sessions that are not closing."""
         return len(self._connected)
 
-    def publish(self, destination: str, body: bytes, namespace: str) -> None:
-        """Queue a MESSAGE for every subscription to ``destination`` in ``namespace``; never waits."""
-        for subscription in list(self._routes.get((namespace, destination), ())):
+    def publish(self, destination: str, body: bytes, namespace: str, view: View = View.ORIGINAL) -> None:
+        """Queue a MESSAGE for every subscription to ``destination`` in ``namespace`` in ``view``; never waits."""
+        for subscription in list(self._routes.get((namespace, destination, view), ())):
             subscription.session.deliver(subscription, body, str(next(self._message_ids)))
 
     async def close(self) -> None:
@@ -150,10 +154,10 @@ class Broker:
             SESSIONS.dec()
 
     def _route(self, subscription: _Subscription) -> None:
-        self._routes.setdefault((subscription.namespace, subscription.destination), {})[subscription] = None
+        self._routes.setdefault(subscription.route, {})[subscription] = None
 
     def _unroute(self, subscription: _Subscription) -> None:
-        key = (subscription.namespace, subscription.destination)
+        key = subscription.route
         subscribers = self._routes.get(key, {})
         subscribers.pop(subscription, None)
         if not subscribers:
@@ -181,7 +185,12 @@ class _Subscription:
     id: str
     destination: str
     namespace: str
+    view: View
     session: _Session
+
+    @property
+    def route(self) -> tuple[str, str, View]:
+        return (self.namespace, self.destination, self.view)
 
 
 class _Refused(Exception):
@@ -427,6 +436,11 @@ class _Session:
             raise _Refused(f"ack mode {ack!r} is not supported: esi delivers with ack:auto only")
         if not namespace:
             raise _Refused("the namespace header is empty")
+        try:
+            view = View(frame.headers.get("view", View.ORIGINAL))
+        except ValueError:
+            views = " or ".join(v.value for v in View)
+            raise _Refused(f"unknown view {frame.headers['view']!r}: the view header is {views}") from None
         match = _DESTINATION.fullmatch(destination)
         resource = TOPIC_RESOURCES.get(match["topic"]) if match else None
         if resource is None:
@@ -435,7 +449,7 @@ class _Session:
         await self._guarded(self._authorize(self._principal, "watch", resource, namespace))
         if self._closing.is_set():  # closed while authorization was pending
             return
-        subscription = _Subscription(subscription_id, destination, namespace, self)
+        subscription = _Subscription(subscription_id, destination, namespace, view, self)
         self.subscriptions[subscription_id] = subscription
         self._broker._route(subscription)
 

@@ -66,6 +66,7 @@ class LocalEsiArgs:
     operators_liveness_port: int = 8091
     sim_liveness_port: int = 8092
     sim_args: tuple[str, ...] = ("--time-scale", "0.05", "--runtime-jitter", "0.1")
+    allow_anonymous: bool = False
 
     @classmethod
     def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:
@@ -90,6 +91,7 @@ class LocalEsiArgs:
             operators_liveness_port=config.get_int("operatorsLivenessPort") or defaults.operators_liveness_port,
             sim_liveness_port=config.get_int("simLivenessPort") or defaults.sim_liveness_port,
             sim_args=tuple(config.get_object("simArgs") or defaults.sim_args),
+            allow_anonymous=config.get_bool("allowAnonymous") or defaults.allow_anonymous,
         )
 
 
@@ -386,6 +388,7 @@ class LocalEsi(pulumi.ComponentResource):
                 f"--extender-port={args.extender_port}",
                 f"--token-file={token_file}",
                 f"--namespace={args.namespace}",
+                *(["--allow-anonymous"] if args.allow_anonymous else []),
             ],
             ready=f"http://127.0.0.1:{args.api_port}/readyz",
             token_file=str(token_file),

@@ -10,10 +10,11 @@ from lightkube import ApiError as KubeApiError
 from lightkube.types import PatchType
 from pydantic import ConfigDict, Field, TypeAdapter
 
-from api.dependencies import Cache, Kube, Namespace, may
+from api.dependencies import AskedView, Cache, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
+from api.routes.answers import listing, one
 from esi.resources.meta import MAX_NAME_LENGTH, NAME_PATTERN, EsiModel
-from esi.wire.rest import ExternalBatchJob, external_batchjob
+from esi.wire.rest import ExternalBatchJob, OriginalBatchJob, View, external_batchjob
 from kube.errors import Refusal, refusal
 from kube.resources import BatchJobResource, plain
 
@@ -21,41 +22,51 @@ __all__ = ["JobUpdate", "router"]
 
 router = APIRouter(prefix="/external", tags=["external scheduler API"])
 
-_JOBS: Final = TypeAdapter(dict[str, ExternalBatchJob])
+_JOBS: Final[dict[View, TypeAdapter[Any]]] = {
+    View.ORIGINAL: TypeAdapter(dict[str, OriginalBatchJob]),
+    View.ESI: TypeAdapter(dict[str, ExternalBatchJob]),
+}
 
 
 class JobUpdate(EsiModel):
     """``PUT /external/jobs``: a job's name and its new ``externalScheduler`` data; other fields are ignored,
-    so a client may send back the whole ``ExternalBatchJob`` it read."""
+    so a client may send back the whole BatchJob it read (the original's clients do, nulls included)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
     external_scheduler: dict[str, list[dict[str, str]]] | None = Field(
-        description="Replaces the job's data wholesale; null removes it."
+        default=None, description="Replaces the job's data wholesale; null removes it; left out, it stays as it is."
     )
 
 
 @router.get(
     "/jobs",
     summary="All BatchJobs, by name",
-    response_model=dict[str, ExternalBatchJob],
+    response_model=dict[str, OriginalBatchJob] | dict[str, ExternalBatchJob],
     dependencies=[may("list", "batchjobs")],
     responses=refusals(),
 )
-async def list_jobs(cache: Cache, namespace: Namespace) -> Response:
+async def list_jobs(cache: Cache, namespace: Namespace, view: AskedView) -> Response:
     def render() -> bytes:
-        return _JOBS.dump_json({j.metadata.name: external_batchjob(j) for j in cache.jobs.in_namespace(namespace)})
+        jobs = {j.metadata.name: external_batchjob(j) for j in cache.jobs.in_namespace(namespace)}
+        return bytes(_JOBS[view].dump_json(jobs))
 
-    return Response(cache.memo(("jobs", namespace), render), media_type="application/json")
+    return listing(cache, ("jobs", namespace, view), render)
 
 
-@router.get("/jobs/{name}", summary="One BatchJob", dependencies=[may("get", "batchjobs")], responses=refusals(404))
-async def get_job(name: str, cache: Cache, namespace: Namespace) -> ExternalBatchJob:
+@router.get(
+    "/jobs/{name}",
+    summary="One BatchJob",
+    response_model=OriginalBatchJob | ExternalBatchJob,
+    dependencies=[may("get", "batchjobs")],
+    responses=refusals(404),
+)
+async def get_job(name: str, cache: Cache, namespace: Namespace, view: AskedView) -> Response:
     job = cache.jobs.get(namespace, name)
     if job is None:
         raise not_found("BatchJob", name, namespace)
-    return external_batchjob(job)
+    return one(external_batchjob(job), view)
 
 
 _JOB_UPDATE_EXAMPLE: Final = {
@@ -67,6 +78,7 @@ _JOB_UPDATE_EXAMPLE: Final = {
 @router.put(
     "/jobs",
     summary="Replace a BatchJob's externalScheduler data",
+    response_model=OriginalBatchJob | ExternalBatchJob,
     dependencies=[may("patch", "batchjobs")],
     responses=refusals(404),
 )
@@ -76,9 +88,12 @@ async def put_job(
     cache: Cache,
     kube: Kube,
     namespace: Namespace,
-) -> ExternalBatchJob:
+    view: AskedView,
+) -> Response:
     patch: Any
-    if update.external_scheduler is None:
+    if "external_scheduler" not in update.model_fields_set:
+        patch, patch_type = [], PatchType.JSON  # nothing to change: the job as it is (or 404)
+    elif update.external_scheduler is None:
         patch, patch_type = {"spec": {"externalScheduler": None}}, PatchType.MERGE
     else:
         patch = [{"op": "add", "path": "/spec/externalScheduler", "value": update.external_scheduler}]
@@ -92,4 +107,4 @@ async def put_job(
     job = cache.jobs.observed(plain(patched))
     if job is None:
         raise Problem(502, f"BatchJob {update.name} was changed, but esi cannot read it back")
-    return external_batchjob(job)
+    return one(external_batchjob(job), view)

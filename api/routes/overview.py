@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 
 from api.dependencies import Cache, Namespace, may
 from api.problems import refusals
+from api.routes.answers import listing
 from esi.wire.rest import Overview, overview
 
 __all__ = ["router"]
@@ -30,4 +31,4 @@ async def get_overview(cache: Cache, namespace: Namespace) -> Response:
         )
         return view.model_dump_json().encode()
 
-    return Response(cache.memo(("overview", namespace), render), media_type="application/json")
+    return listing(cache, ("overview", namespace), render)

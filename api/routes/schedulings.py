@@ -12,48 +12,64 @@ from lightkube import AsyncClient
 from lightkube.codecs import from_dict
 from pydantic import TypeAdapter, ValidationError
 
-from api.dependencies import Auth, Cache, Caller, Kube, Namespace, may
+from api.dependencies import AskedView, Auth, Cache, Caller, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
+from api.routes.answers import listing, one
 from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN
 from esi.resources.scheduling import Scheduling, SchedulingSpec
-from esi.wire.rest import ExternalScheduling, external_scheduling, field_problems, scheduling_spec
+from esi.wire.rest import (
+    ExternalScheduling,
+    OriginalScheduling,
+    SchedulingSubmission,
+    View,
+    external_scheduling,
+    field_problems,
+    scheduling_spec,
+)
 from kube.errors import Refusal, refusal
 from kube.resources import SchedulingResource, plain
 
 __all__ = ["REPLACE_ATTEMPTS", "router"]
 
 REPLACE_ATTEMPTS: Final = 3
+_REPLACED: Final = frozenset({"testbed", "slots", "queueBased", "slotBased"})
 
 router = APIRouter(prefix="/external", tags=["external scheduler API"])
 
-_SCHEDULINGS: Final = TypeAdapter(list[ExternalScheduling])
+_SCHEDULINGS: Final[dict[View, TypeAdapter[Any]]] = {
+    View.ORIGINAL: TypeAdapter(list[OriginalScheduling]),
+    View.ESI: TypeAdapter(list[ExternalScheduling]),
+}
+_ONE: Final = OriginalScheduling | ExternalScheduling
 
 
 @router.get(
     "/schedulings",
     summary="All Schedulings",
-    response_model=list[ExternalScheduling],
+    response_model=list[OriginalScheduling] | list[ExternalScheduling],
     dependencies=[may("list", "schedulings")],
     responses=refusals(),
 )
-async def list_schedulings(cache: Cache, namespace: Namespace) -> Response:
+async def list_schedulings(cache: Cache, namespace: Namespace, view: AskedView) -> Response:
     def render() -> bytes:
-        return _SCHEDULINGS.dump_json([external_scheduling(s) for s in cache.schedulings.in_namespace(namespace)])
+        views = [external_scheduling(s) for s in cache.schedulings.in_namespace(namespace)]
+        return bytes(_SCHEDULINGS[view].dump_json(views))
 
-    return Response(cache.memo(("schedulings", namespace), render), media_type="application/json")
+    return listing(cache, ("schedulings", namespace, view), render)
 
 
 @router.get(
     "/schedulings/{name}",
     summary="One Scheduling",
+    response_model=_ONE,
     dependencies=[may("get", "schedulings")],
     responses=refusals(404),
 )
-async def get_scheduling(name: str, cache: Cache, namespace: Namespace) -> ExternalScheduling:
+async def get_scheduling(name: str, cache: Cache, namespace: Namespace, view: AskedView) -> Response:
     scheduling = cache.schedulings.get(namespace, name)
     if scheduling is None:
         raise not_found("Scheduling", name, namespace)
-    return external_scheduling(scheduling)
+    return one(external_scheduling(scheduling), view)
 
 
 _QUEUE_EXAMPLE: Final = {
@@ -73,16 +89,18 @@ _SLOTS_EXAMPLE: Final = {
     summary="Create a Scheduling, or replace the jobs of an existing one",
     description=(
         "Creates the Scheduling, or — when one of that name exists — replaces its testbed and its queue or "
-        "slot lists (the online-edit path: entries not yet started change, started ones run on). `state` and "
-        "`jobStatus` in the body are ignored. 201 when created, 200 when replaced."
+        "slot lists (the online-edit path: entries not yet started change, started ones run on). `state`, "
+        "`jobStatus` and any field the original's shape does not have are ignored; every field but `name`, "
+        "`testBed` and one of `queue` or `slots` may be null. 201 when created, 200 when replaced."
     ),
     status_code=status.HTTP_201_CREATED,
+    response_model=_ONE,
     dependencies=[may("create", "schedulings")],
-    responses={200: {"model": ExternalScheduling, "description": "Replaced"}, **refusals(409)},
+    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409)},
 )
 async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route declares)
     request: Annotated[
-        ExternalScheduling,
+        SchedulingSubmission,
         Body(
             openapi_examples={
                 "queue": {"summary": "A queue: jobs in order, a job named twice runs twice", "value": _QUEUE_EXAMPLE},
@@ -90,13 +108,13 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
             }
         ),
     ],
-    response: Response,
     authenticator: Auth,
     caller: Caller,
     cache: Cache,
     kube: Kube,
     namespace: Namespace,
-) -> ExternalScheduling:
+    view: AskedView,
+) -> Response:
     spec = scheduling_spec(request)
     try:
         SchedulingSpec.model_validate(spec)
@@ -109,6 +127,7 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
         "metadata": {"name": request.name, "namespace": namespace},
         "spec": spec,
     }
+    status_code = status.HTTP_201_CREATED
     try:
         written = await kube.create(from_dict(manifest))
     except KubeApiError as err:
@@ -116,11 +135,11 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
             raise
         await authenticator.authorize(caller, "update", "schedulings", namespace)
         written = await _replace_spec(kube, request.name, namespace, spec)
-        response.status_code = status.HTTP_200_OK
+        status_code = status.HTTP_200_OK
     scheduling = cache.schedulings.observed(plain(written))
     if scheduling is None:
         raise Problem(502, f"Scheduling {request.name} was written, but esi cannot read it back")
-    return external_scheduling(scheduling)
+    return one(external_scheduling(scheduling), view, status_code)
 
 
 async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict[str, Any]) -> Any:
@@ -130,7 +149,8 @@ async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict
         current = plain(await kube.get(SchedulingResource, name, namespace=namespace))
         if current["metadata"].get("deletionTimestamp"):
             raise Problem(409, f"Scheduling {name} is being deleted; submit it again once it is gone")
-        kept = {k: v for k, v in current.get("spec", {}).items() if k not in ("queueBased", "slotBased")}
+        # The Testbed (under either of its names) and the strategy are what is replaced.
+        kept = {k: v for k, v in current.get("spec", {}).items() if k not in _REPLACED}
         current["spec"] = {**kept, **spec}
         try:
             return await kube.replace(from_dict(current))
@@ -144,11 +164,15 @@ async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict
     "/schedulings/{name}",
     summary="Delete a Scheduling (its Testbed and jobs are released)",
     dependencies=[may("delete", "schedulings")],
+    response_model=_ONE,
     responses=refusals(404),
 )
 async def delete_scheduling(
-    name: Annotated[str, Path(max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)], kube: Kube, namespace: Namespace
-) -> ExternalScheduling:
+    name: Annotated[str, Path(max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)],
+    kube: Kube,
+    namespace: Namespace,
+    view: AskedView,
+) -> Response:
     try:
         current = await kube.get(SchedulingResource, name, namespace=namespace)
         await kube.delete(SchedulingResource, name, namespace=namespace)
@@ -157,6 +181,6 @@ async def delete_scheduling(
             raise not_found("Scheduling", name, namespace) from err
         raise
     try:
-        return external_scheduling(Scheduling.model_validate(plain(current)))
+        return one(external_scheduling(Scheduling.model_validate(plain(current))), view)
     except ValidationError as err:  # deleted all the same; only its last view cannot be shown
         raise Problem(502, f"Scheduling {name} was deleted, but esi cannot read what it was: {err}") from err

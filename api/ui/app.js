@@ -91,6 +91,7 @@ class ApiError extends Error {
 
 async function api(path, { method = 'GET', body } = {}) {
   const url = new URL(`external/${path}`, API_ROOT);
+  url.searchParams.set('view', 'esi'); // the original's fields and esi's own (waitingFor, esiState, …)
   if (state.namespace) url.searchParams.set('namespace', state.namespace);
   const headers = { Accept: 'application/json', Authorization: `Bearer ${state.token}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -201,7 +202,7 @@ class Feed {
   }
 
   headers() {
-    return state.namespace ? { namespace: state.namespace } : {};
+    return state.namespace ? { namespace: state.namespace, view: 'esi' } : { view: 'esi' };
   }
 
   /** (Re)start on a new connection or namespace: subscribe to the kind, list it, follow each object. */

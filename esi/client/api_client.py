@@ -68,6 +68,8 @@ from esi.wire.rest import (
     FieldProblem,
     Overview,
     ResourceModification,
+    SchedulingSubmission,
+    View,
 )
 
 __all__ = [
@@ -272,6 +274,8 @@ class _Call(Generic[T]):
     body: Any = None
     namespaced: bool = True
     namespace: str | None = None  # overrides the client's, for a request that names its own
+    # Its answer is a Testbed, BatchJob or Scheduling: asked for in esi's view, which these models read.
+    viewed: bool = True
 
 
 def _model(adapter: TypeAdapter[T]) -> Callable[[httpx.Response], T]:
@@ -304,8 +308,10 @@ def _external(*parts: str) -> str:
     return _path("external", *parts)
 
 
-def _submit_call(scheduling: ExternalScheduling, client_namespace: str | None) -> _Call[Submitted]:
-    namespace = scheduling.namespace
+def _submit_call(
+    scheduling: SchedulingSubmission | ExternalScheduling, client_namespace: str | None
+) -> _Call[Submitted]:
+    namespace = scheduling.namespace if isinstance(scheduling, ExternalScheduling) else None
     if namespace and client_namespace and namespace != client_namespace:
         raise ValueError(
             f"scheduling {scheduling.name} names namespace {namespace}, but the client uses {client_namespace}"
@@ -314,16 +320,16 @@ def _submit_call(scheduling: ExternalScheduling, client_namespace: str | None) -
     return _Call("POST", _external("schedulings"), _submitted, body=body, namespace=namespace)
 
 
-def _queue(name: str, testbed: str, jobs: Sequence[str]) -> ExternalScheduling:
-    return ExternalScheduling(name=name, test_bed=testbed, queue=list(jobs))
+def _queue(name: str, testbed: str, jobs: Sequence[str]) -> SchedulingSubmission:
+    return SchedulingSubmission(name=name, test_bed=testbed, queue=list(jobs))
 
 
-def _slots(name: str, testbed: str, jobs: Mapping[str, Sequence[int]], strict: bool) -> ExternalScheduling:
+def _slots(name: str, testbed: str, jobs: Mapping[str, Sequence[int]], strict: bool) -> SchedulingSubmission:
     slots = ExternalSlots(
         mode="STRICT" if strict else "RELAXED",
         jobs=[ExternalSlotsJob(name=job, slots=list(ids)) for job, ids in jobs.items()],
     )
-    return ExternalScheduling(name=name, test_bed=testbed, slots=slots)
+    return SchedulingSubmission(name=name, test_bed=testbed, slots=slots)
 
 
 def _external_scheduler_body(name: str, data: Mapping[str, Sequence[Mapping[str, str]]]) -> dict[str, Any]:
@@ -348,7 +354,10 @@ def _headers(token: str | None) -> dict[str, str]:
 
 def _params(call: _Call[Any], namespace: str | None) -> dict[str, str]:
     chosen = call.namespace or namespace
-    return {"namespace": chosen} if call.namespaced and chosen else {}
+    return {
+        **({"view": View.ESI.value} if call.viewed else {}),
+        **({"namespace": chosen} if call.namespaced and chosen else {}),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- STOMP
@@ -385,6 +394,7 @@ class Subscriber(Protocol):
         *,
         token: str | None = ...,
         namespace: str | None = ...,
+        view: str | None = ...,
         connect_timeout: float = ...,
     ) -> AbstractContextManager[Subscription]: ...
 
@@ -397,6 +407,7 @@ class AsyncSubscriber(Protocol):
         *,
         token: str | None = ...,
         namespace: str | None = ...,
+        view: str | None = ...,
         connect_timeout: float = ...,
     ) -> AbstractAsyncContextManager[AsyncSubscription]: ...
 
@@ -537,7 +548,12 @@ class _Base:
         self._token = token
 
     def _subscription_options(self) -> dict[str, Any]:
-        return {"token": self._token, "namespace": self.namespace, "connect_timeout": self.timeout}
+        return {
+            "token": self._token,
+            "namespace": self.namespace,
+            "view": View.ESI.value,
+            "connect_timeout": self.timeout,
+        }
 
 
 class EsiClient(_Base):
@@ -585,7 +601,7 @@ class EsiClient(_Base):
             return False
 
     def overview(self) -> Overview:
-        return self._send(_Call("GET", _external("overview"), _OVERVIEW))
+        return self._send(_Call("GET", _external("overview"), _OVERVIEW, viewed=False))
 
     def testbeds(self) -> list[ExternalTestbed]:
         return self._send(_Call("GET", _external("testbeds"), _TESTBEDS))
@@ -611,8 +627,9 @@ class EsiClient(_Base):
     def scheduling(self, name: str) -> ExternalScheduling:
         return self._send(_Call("GET", _external("schedulings", name), _SCHEDULING))
 
-    def submit(self, scheduling: ExternalScheduling) -> Submitted:
-        """Create the Scheduling, or replace the spec of the one with its name (jobs appended start too)."""
+    def submit(self, scheduling: SchedulingSubmission | ExternalScheduling) -> Submitted:
+        """Create the Scheduling, or replace the spec of the one with its name (jobs appended start too); a
+        Scheduling read from esi may be submitted again as it is."""
         return self._send(_submit_call(scheduling, self.namespace))
 
     def submit_queue(self, name: str, testbed: str, jobs: Sequence[str]) -> Submitted:
@@ -726,7 +743,7 @@ class AsyncEsiClient(_Base):
             return False
 
     async def overview(self) -> Overview:
-        return await self._send(_Call("GET", _external("overview"), _OVERVIEW))
+        return await self._send(_Call("GET", _external("overview"), _OVERVIEW, viewed=False))
 
     async def testbeds(self) -> list[ExternalTestbed]:
         return await self._send(_Call("GET", _external("testbeds"), _TESTBEDS))
@@ -752,7 +769,7 @@ class AsyncEsiClient(_Base):
     async def scheduling(self, name: str) -> ExternalScheduling:
         return await self._send(_Call("GET", _external("schedulings", name), _SCHEDULING))
 
-    async def submit(self, scheduling: ExternalScheduling) -> Submitted:
+    async def submit(self, scheduling: SchedulingSubmission | ExternalScheduling) -> Submitted:
         return await self._send(_submit_call(scheduling, self.namespace))
 
     async def submit_queue(self, name: str, testbed: str, jobs: Sequence[str]) -> Submitted:

@@ -49,6 +49,7 @@ from esi.wire.rest import (
     ExternalTestbed,
     FieldProblem,
     Overview,
+    SchedulingSubmission,
     external_scheduling,
     field_problems,
 )
@@ -546,13 +547,13 @@ class ManifestError(ValueError):
         self.problems = list(problems)
 
 
-def scheduling_request(document: object) -> ExternalScheduling:
+def scheduling_request(document: object) -> SchedulingSubmission | ExternalScheduling:
     """The API request for one document: an esi ``Scheduling`` manifest, or the original's ExternalScheduling."""
     if not isinstance(document, dict):
         raise ManifestError(f"expected a mapping, got {type(document).__name__}")
     try:
         if "apiVersion" not in document and "kind" not in document:
-            return ExternalScheduling.model_validate(document)
+            return SchedulingSubmission.model_validate(document)
         if document.get("kind") != "Scheduling":
             raise ManifestError(f"esi submit takes Schedulings, not {document.get('kind')!r}")
         manifest = Scheduling.model_validate(document)

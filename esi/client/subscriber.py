@@ -76,11 +76,14 @@ def websocket_url(url: str) -> str:
 class _Session:
     """The client's side of the conversation without I/O: frames to send, what received bytes mean."""
 
-    def __init__(self, host: str, destinations: Sequence[str], token: str | None, namespace: str | None) -> None:
+    def __init__(
+        self, host: str, destinations: Sequence[str], token: str | None, namespace: str | None, view: str | None
+    ) -> None:
         self.host = host
         self.destinations = list(destinations)
         self.token = token
         self.namespace = namespace
+        self.view = view
         self.parser = FrameParser(DEFAULT_MAX_FRAME_BYTES)
         self.messages: deque[Message] = deque()
         self.subscriptions: dict[str, str] = {}  # destination → subscription id
@@ -104,6 +107,8 @@ class _Session:
         headers = {"id": subscription_id, "destination": destination, "ack": "auto"}
         if self.namespace is not None:
             headers["namespace"] = self.namespace
+        if self.view is not None:
+            headers["view"] = self.view
         self.subscriptions[destination] = subscription_id
         return self._with_receipt(Frame("SUBSCRIBE", headers))
 
@@ -374,11 +379,13 @@ def subscribe(
     *,
     token: str | None = None,
     namespace: str | None = None,
+    view: str | None = None,
     heartbeat_ms: int = 10000,
     connect_timeout: float = 10,
 ) -> Iterator[Subscription]:
     """Subscribe to ``destinations`` (``/topic/...``) of the esi API at ``url``, in ``namespace`` (None: esi's
-    default); the block runs once every subscription is confirmed."""
+    default) and ``view`` (None: the original's payloads; ``esi``: esi's view); the block runs once every
+    subscription is confirmed."""
     ws_url = websocket_url(url)
     with contextlib.ExitStack() as stack:
         try:
@@ -393,7 +400,9 @@ def subscribe(
             )
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as err:
             raise _refused(ws_url, err) from err
-        subscription = Subscription(connection, _Session(urlsplit(url).hostname or "", destinations, token, namespace))
+        subscription = Subscription(
+            connection, _Session(urlsplit(url).hostname or "", destinations, token, namespace, view)
+        )
         stack.callback(subscription.close)
         subscription._start(heartbeat_ms, connect_timeout)
         yield subscription
@@ -406,6 +415,7 @@ async def asubscribe(
     *,
     token: str | None = None,
     namespace: str | None = None,
+    view: str | None = None,
     heartbeat_ms: int = 10000,
     connect_timeout: float = 10,
 ) -> AsyncIterator[AsyncSubscription]:
@@ -425,7 +435,7 @@ async def asubscribe(
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as err:
             raise _refused(ws_url, err) from err
         subscription = AsyncSubscription(
-            connection, _Session(urlsplit(url).hostname or "", destinations, token, namespace)
+            connection, _Session(urlsplit(url).hostname or "", destinations, token, namespace, view)
         )
         stack.push_async_callback(subscription.close)
         await subscription._start(heartbeat_ms, connect_timeout)

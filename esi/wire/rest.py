@@ -3,9 +3,11 @@
 Schedulers written for the original read these shapes and state names, so the wire keeps them: Testbed
 states ``INITIAL``/``SUCCESS``/``RUNNING``/``ERROR``, slot states ``FREE``/``RESERVED``/``OCCUPIED``,
 BatchJob states ``ReadyState`` … ``CompletedState``, Scheduling states ``AcquireState`` …
-``CompletedState`` and per-job ``Acquiring`` … ``Completed``. esi's own words go in additive fields
-(``namespace``, ``esiState``, ``waitingFor``, ``message``, ``runs``), which the original's clients ignore
-(docs/compatibility.md#json-shapes, #state-names).
+``CompletedState`` and per-job ``Acquiring`` … ``Completed``. Each resource has two views (``View``): the
+original's fields exactly (``Original*``, the default on the wire), and esi's, which adds esi's own words
+(``namespace``, ``esiState``, ``waitingFor``, ``message``, …) for the clients that ask
+(docs/compatibility.md#views, #state-names). ``External*`` is esi's view; the original's is the same object
+written with fewer fields (``view_json``).
 
 A Testbed without slots yet is an empty ``slotsByNode`` (docs/compatibility.md#rest-api); a run that
 failed is ``successful: false`` and a job whose last run failed is ``FailedSubmissionState``. Pure: models
@@ -14,11 +16,12 @@ in, models out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Final, Literal, Self
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
 from esi.resources.meta import Condition, EsiModel, ObjectReference
@@ -37,16 +40,23 @@ __all__ = [
     "FieldProblem",
     "JobStatusEntry",
     "JobSummary",
+    "OriginalBatchJob",
+    "OriginalScheduledEvent",
+    "OriginalScheduling",
+    "OriginalTestbed",
     "Overview",
     "ResourceModification",
+    "SchedulingSubmission",
     "SchedulingSummary",
     "TestbedSummary",
+    "View",
     "external_batchjob",
     "external_scheduling",
     "external_testbed",
     "field_problems",
     "overview",
     "scheduling_spec",
+    "view_json",
 ]
 
 _TESTBED_STATES = {
@@ -75,6 +85,20 @@ _JOB_STATES = {
 }
 
 
+class View(StrEnum):
+    """Which shape an answer or STOMP message has.
+
+    ``original``: exactly the original ESI's fields, so clients that map them strictly (as its Java client's
+    STOMP handler did) read them; the default. ``esi``: the same plus esi's own fields (``namespace``,
+    ``esiState``, ``waitingFor``, ``message``, ``conditions``, ``heldBy``, a run's ``attempt``, ``slots``,
+    ``nodes`` and ``colocatedJobs``), for clients that ask: esi's client, CLI and UI
+    (docs/compatibility.md#views).
+    """
+
+    ORIGINAL = "original"
+    ESI = "esi"
+
+
 class _Wire(EsiModel):
     """A response shape: the original's field names (camelCase), every field written, even when null.
     Fields a newer server adds are ignored when read, so older clients keep working."""
@@ -93,37 +117,57 @@ class ExternalSlot(_Wire):
     reserved_for: str | None = Field(default=None, description="The job the slot is reserved for or used by.")
 
 
-class ExternalTestbed(_Wire):
+class OriginalTestbed(_Wire):
+    """A Testbed in the original's shape."""
+
     name: str
-    namespace: str
     state: str
-    esi_state: str
     number_of_nodes: int
     number_of_slots_per_node: int
     slots_by_node: dict[str, list[ExternalSlot]]
+
+
+class ExternalTestbed(OriginalTestbed):
+    """A Testbed in esi's view: the original's fields and esi's."""
+
+    namespace: str
+    esi_state: str
     held_by: str | None = None
     message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class ExternalScheduledEvent(_Wire):
+class OriginalScheduledEvent(_Wire):
+    """One run in the original's shape."""
+
     start: datetime
     stop: datetime | None = None
     successful: bool | None = None
     scheduling: ObjectReference
+
+
+class ExternalScheduledEvent(OriginalScheduledEvent):
     attempt: int
     slots: list[int]
     nodes: list[str]
     colocated_jobs: list[str]
 
 
-class ExternalBatchJob(_Wire):
+class OriginalBatchJob(_Wire):
+    """A BatchJob in the original's shape."""
+
     name: str
-    namespace: str | None = None
     state: str | None = None
-    esi_state: str | None = None
     external_scheduler: dict[str, list[dict[str, str]]] | None = None
-    scheduled_events: list[ExternalScheduledEvent] = Field(default_factory=list)
+    scheduled_events: Sequence[OriginalScheduledEvent] = Field(default_factory=list)
+
+
+class ExternalBatchJob(OriginalBatchJob):
+    """A BatchJob in esi's view: the original's fields and esi's."""
+
+    namespace: str | None = None
+    esi_state: str | None = None
+    scheduled_events: Sequence[ExternalScheduledEvent] = Field(default_factory=list)
     message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
@@ -145,22 +189,15 @@ class ExternalSlots(EsiModel):
     jobs: list[ExternalSlotsJob] = Field(min_length=1)
 
 
-class ExternalScheduling(EsiModel):
-    """A Scheduling as the original's clients send and read it; ``state`` and ``jobStatus`` are ignored
-    when sent."""
+class _Strategy(EsiModel):
+    """A Scheduling's Testbed and exactly one of a queue or slot lists, as the original's clients write them."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     name: str = Field(min_length=1, max_length=253)
-    namespace: str | None = None
-    state: str | None = None
-    esi_state: str | None = None
-    job_status: list[JobStatusEntry] = Field(default_factory=list)
     test_bed: str = Field(min_length=1, max_length=253, description="The Testbed's name.")
     queue: list[str] | None = Field(default=None, description="Job names in order; k times = k executors.")
     slots: ExternalSlots | None = None
-    waiting_for: str | None = None
-    conditions: list[Condition] = Field(default_factory=list, description="Ignored when sent.")
 
     @field_validator("name", "test_bed")
     @classmethod
@@ -170,10 +207,35 @@ class ExternalScheduling(EsiModel):
         return value
 
     @model_validator(mode="after")
-    def _exactly_one_strategy(self) -> ExternalScheduling:
+    def _exactly_one_strategy(self) -> Self:
         if (self.queue is None) == (self.slots is None):
             raise ValueError("set exactly one of queue or slots")
         return self
+
+
+class SchedulingSubmission(_Strategy):
+    """``POST /external/schedulings``: what the original's clients send. They send every field of the
+    Scheduling they hold, nulls included, and what they read back: ``state``, ``jobStatus`` and any other
+    field are accepted and ignored."""
+
+    state: Any = Field(default=None, description="Read-only: ignored when sent.")
+    job_status: Any = Field(default=None, description="Read-only: ignored when sent.")
+
+
+class OriginalScheduling(_Strategy):
+    """A Scheduling in the original's shape (esi always writes ``state``; one built to be submitted has none)."""
+
+    state: str | None = None
+    job_status: list[JobStatusEntry] = Field(default_factory=list)
+
+
+class ExternalScheduling(OriginalScheduling):
+    """A Scheduling in esi's view: the original's fields and esi's."""
+
+    namespace: str | None = None
+    esi_state: str | None = None
+    waiting_for: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
 
 
 class ResourceModification(_Wire):
@@ -181,6 +243,20 @@ class ResourceModification(_Wire):
 
     action: Literal["ADDED", "MODIFIED", "DELETED", "ERROR"]
     resource: Any
+
+
+_ORIGINAL_SHAPES: Final[dict[type[EsiModel], TypeAdapter[Any]]] = {
+    ExternalTestbed: TypeAdapter(OriginalTestbed),
+    ExternalBatchJob: TypeAdapter(OriginalBatchJob),
+    ExternalScheduling: TypeAdapter(OriginalScheduling),
+}
+
+
+def view_json(resource: ExternalTestbed | ExternalBatchJob | ExternalScheduling, view: View) -> bytes:
+    """One resource's JSON in the view asked for: all of esi's view, or only the original's fields of it."""
+    if view is View.ESI:
+        return resource.model_dump_json().encode()
+    return bytes(_ORIGINAL_SHAPES[type(resource)].dump_json(resource))
 
 
 def external_testbed(testbed: Testbed) -> ExternalTestbed:
@@ -283,7 +359,7 @@ def external_scheduling(scheduling: Scheduling) -> ExternalScheduling:
     )
 
 
-def scheduling_spec(request: ExternalScheduling) -> dict[str, Any]:
+def scheduling_spec(request: SchedulingSubmission) -> dict[str, Any]:
     """The Scheduling ``spec`` (as a manifest writes it) for a request in the original's shape."""
     spec: dict[str, Any] = {"testbed": {"name": request.test_bed}}
     if request.queue is not None:

@@ -60,6 +60,11 @@ def test_a_scheduler_reads_submits_watches_and_deletes_through_the_api(
     assert (put.status_code, put.json()["externalScheduler"]) == (200, notes)
     assert get(esi_stack, namespace, "batchjob", "wordcount")["spec"]["externalScheduler"] == notes
     assert api.get("/external/jobs/wordcount").json()["externalScheduler"] == notes  # read your own write
+    # Without externalScheduler nothing changes; with null it is removed (and the job sent back as read is fine).
+    kept = api.put("/external/jobs", json={"name": "wordcount", "state": "ReadyState"})
+    assert (kept.status_code, kept.json()["externalScheduler"]) == (200, notes)
+    removed = api.put("/external/jobs", json={**api.get("/external/jobs/pagerank").json(), "externalScheduler": None})
+    assert (removed.status_code, removed.json()["externalScheduler"]) == (200, None)
 
     created = api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["wordcount", "pagerank"]})
     assert created.status_code == 201, created.text

@@ -19,6 +19,7 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 
 from api.auth import (
+    ANONYMOUS,
     NO_TOKEN,
     AuthUnavailable,
     KubernetesAuth,
@@ -108,7 +109,16 @@ def test_static_token_refuses_another_token(token: str) -> None:
 def test_static_token_refuses_a_missing_token_saying_what_to_send() -> None:
     refusal = refused(StaticToken("s3cret").authenticate(None))
 
-    assert (refusal.status, refusal.reason) == (401, NO_TOKEN)
+    assert (refusal.status, refusal.reason) == (401, f"{NO_TOKEN} (this server does not let anonymous callers in)")
+
+
+def test_static_token_lets_anonymous_callers_in_when_made_to() -> None:
+    anonymous = StaticToken("s3cret", anonymous=True)
+
+    assert asyncio.run(anonymous.authenticate(None)) == ANONYMOUS
+    assert (ANONYMOUS.name, ANONYMOUS.groups) == ("system:anonymous", ("system:unauthenticated",))
+    assert asyncio.run(anonymous.authorize(ANONYMOUS, "create", "schedulings", "default")) is None
+    assert refused(anonymous.authenticate("wrong")).status == 401
 
 
 def test_from_file_creates_a_private_token_and_reuses_it(tmp_path: Path) -> None:
@@ -266,11 +276,30 @@ def test_unknown_token_is_refused_with_the_reviews_error(auth: KubernetesAuth) -
     assert (refusal.status, refusal.reason) == (401, "bearer token not accepted by Kubernetes: invalid bearer token")
 
 
-def test_missing_token_is_refused_without_asking_kubernetes(auth: KubernetesAuth, server: FakeApiServer) -> None:
-    refusal = refused(auth.authenticate(None))
+def test_a_caller_without_a_token_is_anonymous_without_asking_kubernetes(
+    auth: KubernetesAuth, server: FakeApiServer
+) -> None:
+    principal = asyncio.run(auth.authenticate(None))
 
-    assert (refusal.status, refusal.reason) == (401, NO_TOKEN)
+    assert principal == ANONYMOUS
     assert server.reviews == []
+
+
+def test_anonymous_callers_are_reviewed_by_rbac_and_told_how_to_get_in(
+    auth: KubernetesAuth, server: FakeApiServer
+) -> None:
+    server.grants[("system:anonymous", "list", "testbeds", "lab")] = ""
+
+    asyncio.run(auth.authorize(ANONYMOUS, "list", "testbeds", "lab"))
+    refusal = refused(auth.authorize(ANONYMOUS, "create", "schedulings", "lab"))
+
+    assert server.reviews[0]["spec"]["user"] == "system:anonymous"
+    assert server.reviews[0]["spec"]["groups"] == ["system:unauthenticated"]
+    assert refusal.reason == (
+        "forbidden: system:anonymous may not create schedulings in namespace lab (no bearer token was sent: send "
+        "'Authorization: Bearer <token>', or have an administrator grant system:anonymous create on "
+        "schedulings.esi.tu-berlin.de in namespace lab)"
+    )
 
 
 def test_audiences_are_sent_and_checked(server: FakeApiServer, clock: FakeClock) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from api.cache import MEMO_LIMIT, Change, ResourceCache
 from api.notifications import notifier
+from esi.wire.rest import View
 from tests.builders import stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -15,12 +16,16 @@ class Recorder:
     def __init__(self) -> None:
         self.changes: list[tuple[str, str, str]] = []
         self.published: list[tuple[str, str, Any]] = []
+        self.published_esi: list[tuple[str, str, Any]] = []
 
     def __call__(self, change: Change) -> None:
         self.changes.append((change.kind, change.action, change.name))
 
-    def publish(self, destination: str, body: bytes, namespace: str) -> None:
-        self.published.append((namespace, destination, json.loads(body)))
+    def publish(self, destination: str, body: bytes, namespace: str, view: View = View.ORIGINAL) -> None:
+        if view is View.ORIGINAL:
+            self.published.append((namespace, destination, json.loads(body)))
+        else:
+            self.published_esi.append((namespace, destination, json.loads(body)))
 
 
 def test_objects_are_added_changed_and_deleted_with_one_change_each() -> None:
@@ -110,6 +115,24 @@ def test_a_write_the_external_view_does_not_show_is_not_announced() -> None:
     ]
     cache.jobs.deleted(stored(batchjob_manifest(), "j", 4))
     assert out.published[-1][2]["action"] == "DELETED"
+
+
+def test_each_view_hears_only_of_the_changes_it_shows() -> None:
+    cache, out = ResourceCache(), Recorder()
+    cache.listen(notifier(out))
+    cache.schedulings.observed(stored(scheduling_manifest(), "s", 1))
+    original, rich = len(out.published), len(out.published_esi)
+
+    # waitingFor is esi's alone: the original's shape does not change
+    cache.schedulings.observed(stored(scheduling_manifest(), "s", 2, waitingFor="slots for job a"))
+
+    assert len(out.published) == original
+    assert [(d, p["action"]) for _, d, p in out.published_esi[rich:]] == [
+        ("/topic/schedulings", "MODIFIED"),
+        ("/topic/schedulings/s", "MODIFIED"),
+    ]
+    assert out.published_esi[-1][2]["resource"]["waitingFor"] == "slots for job a"
+    assert set(out.published[1][2]["resource"]) == {"name", "state", "jobStatus", "testBed", "queue", "slots"}
 
 
 def test_a_memoised_answer_lasts_until_the_next_change() -> None:

@@ -169,9 +169,10 @@ class FakeStomp:
         *,
         token: str | None = None,
         namespace: str | None = None,
+        view: str | None = None,
         connect_timeout: float = 10,
     ) -> Iterator[FakeSubscription]:
-        yield self._open(url, destinations, {"token": token, "namespace": namespace})
+        yield self._open(url, destinations, {"token": token, "namespace": namespace, "view": view})
 
     @asynccontextmanager
     async def asubscribe(
@@ -181,9 +182,10 @@ class FakeStomp:
         *,
         token: str | None = None,
         namespace: str | None = None,
+        view: str | None = None,
         connect_timeout: float = 10,
     ) -> AsyncIterator[FakeSubscription]:
-        yield self._open(url, destinations, {"token": token, "namespace": namespace})
+        yield self._open(url, destinations, {"token": token, "namespace": namespace, "view": view})
 
 
 def client(api: FakeApi, stomp: FakeStomp | None = None, **options: Any) -> EsiClient:
@@ -237,7 +239,7 @@ def test_without_namespace_or_token_the_server_decides_and_no_credentials_are_se
 
     assert "namespace" not in api.last.url.params
     assert "authorization" not in api.last.headers
-    assert str(api.last.url) == f"{URL}/external/testbeds"
+    assert str(api.last.url) == f"{URL}/external/testbeds?view=esi"
 
 
 def test_a_name_cannot_reach_another_route() -> None:
@@ -429,6 +431,7 @@ def test_wait_returns_at_once_when_the_scheduling_is_already_there_subscribed_wi
             "destinations": [SCHEDULING_TOPIC],
             "token": "t0ken",
             "namespace": "team",
+            "view": "esi",
         }
     ]
 

@@ -12,7 +12,7 @@ from esi.resources.batchjob import BatchJob
 from esi.resources.scheduling import Scheduling, SchedulingSpec
 from esi.resources.testbed import Testbed
 from esi.wire.rest import (
-    ExternalScheduling,
+    SchedulingSubmission,
     external_batchjob,
     external_scheduling,
     external_testbed,
@@ -121,7 +121,7 @@ def test_a_scheduling_reads_back_as_queue_or_slots_and_per_job_states() -> None:
 
 @pytest.mark.parametrize("mode", ["STRICT", "strict", "RELAXED", "relaxed"])
 def test_a_request_in_the_originals_shape_becomes_a_valid_spec(mode: str) -> None:
-    request = ExternalScheduling.model_validate(
+    request = SchedulingSubmission.model_validate(
         {"name": "s", "testBed": "tb", "state": "ignored", "jobStatus": [{"name": "x", "state": "Completed"}],
          "slots": {"mode": mode, "jobs": [{"name": "a", "slots": [0, 1]}]}}
     )  # fmt: skip
@@ -129,8 +129,26 @@ def test_a_request_in_the_originals_shape_becomes_a_valid_spec(mode: str) -> Non
 
     assert spec.slot_based is not None
     assert spec.slot_based.mode.value == mode.lower()
-    queue = ExternalScheduling.model_validate({"name": "s", "testBed": "tb", "queue": ["a", "a"]})
+    queue = SchedulingSubmission.model_validate({"name": "s", "testBed": "tb", "queue": ["a", "a"]})
     assert [r.name for r in SchedulingSpec.model_validate(scheduling_spec(queue)).queue_based or []] == ["a", "a"]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        # The original's client sends every field of its object, nulls included.
+        {"name": "s", "state": None, "jobStatus": None, "testBed": "tb", "queue": ["a", "b"], "slots": None},
+        # ... or sends back what it read, esi's own fields among them if it read esi's view.
+        {"name": "s", "state": "AcquireState", "jobStatus": [{"name": "a", "state": "InQueue"}], "testBed": "tb",
+         "queue": ["a", "b"], "slots": None, "namespace": "ns", "esiState": "Pending", "waitingFor": None},
+        {"name": "s", "testBed": "tb", "queue": ["a", "b"]},
+    ],
+    ids=["nulls", "read back", "least"],
+)  # fmt: skip
+def test_a_request_may_carry_nulls_and_read_only_fields_which_are_ignored(sent: dict[str, Any]) -> None:
+    spec = scheduling_spec(SchedulingSubmission.model_validate(sent))
+
+    assert spec == {"testbed": {"name": "tb"}, "queueBased": [{"name": "a"}, {"name": "b"}]}
 
 
 ONE_JOB = {"jobs": [{"name": "a", "slots": [0]}]}
@@ -152,7 +170,7 @@ ONE_JOB = {"jobs": [{"name": "a", "slots": [0]}]}
 )  # fmt: skip
 def test_an_invalid_request_is_refused_at_its_field(body: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as refused:
-        ExternalScheduling.model_validate(body)
+        SchedulingSubmission.model_validate(body)
 
     fields = {".".join(str(p) for p in e["loc"]) for e in refused.value.errors()}
     assert field in fields, fields

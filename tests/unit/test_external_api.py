@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_api_app
-from api.auth import Principal, Refusal, StaticToken
+from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
 from tests.builders import status_slot, stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
@@ -174,3 +174,101 @@ def test_a_body_that_is_not_json_is_a_422_not_a_500(api: TestClient) -> None:
 
     assert answer.status_code == 422
     assert answer.json()["detail"]["errors"]
+
+
+# The original ESI's fields of each object, as its Java classes declared them: a client mapping them strictly
+# (Jackson's plain ObjectMapper, as its STOMP handler used) fails on any other field.
+ORIGINAL_TESTBED = {"name", "state", "numberOfNodes", "numberOfSlotsPerNode", "slotsByNode"}
+ORIGINAL_SLOT = {"reservedFor", "state", "podName", "nodeName", "nodeId", "slotPositionOnNode", "podUId", "position"}
+ORIGINAL_JOB = {"name", "state", "externalScheduler", "scheduledEvents"}
+ORIGINAL_RUN = {"start", "stop", "successful", "scheduling"}
+ORIGINAL_SCHEDULING = {"name", "state", "jobStatus", "testBed", "queue", "slots"}
+RUN = {
+    "scheduling": "s",
+    "testbed": "tb",
+    "slots": [0, 1],
+    "nodes": ["n0", "n1"],
+    "colocatedJobs": ["other"],
+    "start": "2026-11-23T10:00:00Z",
+    "end": "2026-11-23T10:01:00Z",
+    "outcome": "Succeeded",
+}
+
+
+@pytest.fixture
+def ran(cache: ResourceCache) -> ResourceCache:
+    cache.jobs.observed(stored(batchjob_manifest(), "ran", namespace="default", state="Succeeded", runs=[RUN]))
+    return cache
+
+
+def test_by_default_every_answer_has_exactly_the_originals_fields(api: TestClient, ran: ResourceCache) -> None:
+    testbeds = api.get("/external/testbeds", headers=AUTH).json()
+    testbed = api.get("/external/testbeds/tb", headers=AUTH).json()
+    jobs = api.get("/external/jobs", headers=AUTH).json()
+    job = api.get("/external/jobs/ran", headers=AUTH).json()
+    schedulings = api.get("/external/schedulings", headers=AUTH).json()
+    scheduling = api.get("/external/schedulings/s", headers=AUTH).json()
+
+    assert [set(t) for t in [*testbeds, testbed]] == [ORIGINAL_TESTBED] * 3
+    assert {frozenset(s) for node in testbed["slotsByNode"].values() for s in node} == {frozenset(ORIGINAL_SLOT)}
+    assert [set(j) for j in [*jobs.values(), job]] == [ORIGINAL_JOB] * 3
+    assert [set(e) for e in job["scheduledEvents"]] == [ORIGINAL_RUN]
+    assert set(job["scheduledEvents"][0]["scheduling"]) == {"name", "namespace"}
+    assert [set(s) for s in [*schedulings, scheduling]] == [ORIGINAL_SCHEDULING] * 2
+
+
+def test_view_esi_adds_esis_own_fields(api: TestClient, ran: ResourceCache) -> None:
+    esi = {"view": "esi"}
+    testbed = api.get("/external/testbeds/tb", params=esi, headers=AUTH).json()
+    job = api.get("/external/jobs/ran", params=esi, headers=AUTH).json()
+    scheduling = api.get("/external/schedulings", params=esi, headers=AUTH).json()[0]
+
+    assert set(testbed) - ORIGINAL_TESTBED == {"namespace", "esiState", "heldBy", "message", "conditions"}
+    assert (testbed["esiState"], testbed["namespace"]) == ("Ready", "default")
+    assert set(job) - ORIGINAL_JOB == {"namespace", "esiState", "message", "conditions"}
+    assert set(job["scheduledEvents"][0]) - ORIGINAL_RUN == {"attempt", "slots", "nodes", "colocatedJobs"}
+    assert job["scheduledEvents"][0]["colocatedJobs"] == ["other"]
+    assert set(scheduling) - ORIGINAL_SCHEDULING == {"namespace", "esiState", "waitingFor", "conditions"}
+
+
+def test_an_unknown_view_is_a_422_naming_the_parameter(api: TestClient) -> None:
+    answer = api.get("/external/testbeds", params={"view": "full"}, headers=AUTH)
+
+    assert answer.status_code == 422
+    assert [e["field"] for e in answer.json()["detail"]["errors"]] == ["query.view"]
+
+
+def test_anonymous_callers_are_let_in_only_where_the_server_allows_it(cache: ResourceCache) -> None:
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache)) as closed:
+        refused = closed.get("/external/testbeds")
+    with TestClient(create_api_app(StaticToken(TOKEN, anonymous=True), cache=cache)) as open_:
+        let_in = open_.get("/external/testbeds")
+        wrong_token = open_.get("/external/testbeds", headers={"Authorization": "Bearer wrong"})
+
+    assert refused.status_code == 401
+    assert "does not let anonymous callers in" in refused.json()["detail"]["message"]
+    assert let_in.status_code == 200
+    assert wrong_token.status_code == 401, "a token that is sent must be right, even where none is needed"
+
+
+class AnonymousMayRead:
+    """An authorizer that, like RBAC with a Role bound to system:anonymous, lets anonymous callers read."""
+
+    async def authenticate(self, token: str | None) -> Principal:
+        if token is not None:
+            raise Refusal(401, "unknown token")
+        return ANONYMOUS
+
+    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+        if principal != ANONYMOUS or verb not in ("get", "list", "watch"):
+            raise Refusal(403, f"forbidden: {principal.name} may not {verb} {resource} in namespace {namespace}")
+
+
+def test_anonymous_callers_are_authorized_like_everyone_else(cache: ResourceCache) -> None:
+    with TestClient(create_api_app(AnonymousMayRead(), cache=cache)) as api:
+        read = api.get("/external/schedulings")
+        submitted = api.post("/external/schedulings", json={"name": "s2", "testBed": "tb", "queue": ["wordcount"]})
+
+    assert read.status_code == 200
+    assert submitted.status_code == 403
+    assert submitted.json()["detail"]["message"].startswith("forbidden: system:anonymous may not create schedulings")

@@ -37,6 +37,7 @@ from api.auth import AuthUnavailable, Principal, Refusal
 from api.stomp import Broker, router
 from api.threaded import serve_in_thread
 from esi.client.subscriber import StompError, Subscription, asubscribe, subscribe, websocket_url
+from esi.wire.rest import View
 from esi.wire.stomp_frames import Frame, FrameParser, Message, encode
 
 NAMESPACE = "esi"
@@ -73,8 +74,8 @@ class Served:
     broker: Broker
     gate: Gate
 
-    def publish(self, destination: str, payload: Any, namespace: str = NAMESPACE) -> None:
-        params = {"destination": destination, "namespace": namespace}
+    def publish(self, destination: str, payload: Any, namespace: str = NAMESPACE, view: str = "original") -> None:
+        params = {"destination": destination, "namespace": namespace, "view": view}
         httpx.post(f"{self.url}/test/publish", params=params, content=json.dumps(payload)).raise_for_status()
 
     def flood(self, destination: str, *, size: int, most: int) -> int:
@@ -94,8 +95,8 @@ def routes_for(broker: Broker, gate: Gate) -> APIRouter:
     routes.include_router(router(broker, gate.authenticate, gate.authorize))
 
     @routes.post("/test/publish")
-    async def publish(destination: str, namespace: str, request: Request) -> None:
-        broker.publish(destination, await request.body(), namespace)
+    async def publish(destination: str, namespace: str, view: View, request: Request) -> None:
+        broker.publish(destination, await request.body(), namespace, view)
 
     @routes.post("/test/flood")
     async def flood(destination: str, namespace: str, size: int, most: int) -> dict[str, int]:
@@ -245,6 +246,32 @@ def test_namespaces_are_kept_apart(esi: Served) -> None:
         first_default, first_team_a = default.next(timeout=5), team_a.next(timeout=5)
 
     assert [m.json() if m else None for m in (first_default, first_team_a)] == ["for esi", "for team-a"]
+
+
+def test_each_view_gets_only_the_messages_published_in_it(esi: Served) -> None:
+    with (
+        subscribe(esi.url, ["/topic/jobs"], token=ALICE) as original,
+        subscribe(esi.url, ["/topic/jobs"], token=ALICE, view="esi") as rich,
+    ):
+        esi.publish("/topic/jobs", "original's fields", view="original")
+        esi.publish("/topic/jobs", "esi's view", view="esi")
+
+        first_original, first_rich = original.next(timeout=5), rich.next(timeout=5)
+        assert original.next(timeout=0.2) is None
+        assert rich.next(timeout=0.2) is None
+
+    assert [m.json() if m else None for m in (first_original, first_rich)] == ["original's fields", "esi's view"]
+
+
+def test_an_unknown_view_is_refused_naming_the_views(esi: Served) -> None:
+    with raw(esi.url) as client:
+        client.connect({"Authorization": f"Bearer {ALICE}"})
+        client.send("SUBSCRIBE", {"id": "1", "destination": "/topic/jobs", "view": "full"})
+
+        error = client.receive()
+
+    assert error.command == "ERROR"
+    assert error.headers["message"] == "unknown view 'full': the view header is original or esi"
 
 
 def test_each_subscription_is_authorized_as_watch_on_its_resource_and_namespace(esi: Served) -> None:
