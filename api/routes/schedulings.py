@@ -12,13 +12,16 @@ from lightkube import AsyncClient
 from lightkube.codecs import from_dict
 from pydantic import TypeAdapter, ValidationError
 
+from api.cache import ResourceCache
 from api.dependencies import AskedView, Auth, Cache, Caller, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
+from esi.decisions.scheduling_lifecycle import spec_problems, testbed_view
 from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN
 from esi.resources.scheduling import Scheduling, SchedulingSpec
 from esi.wire.rest import (
     ExternalScheduling,
+    FieldProblem,
     OriginalScheduling,
     SchedulingSubmission,
     View,
@@ -117,10 +120,11 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
 ) -> Response:
     spec = scheduling_spec(request)
     try:
-        SchedulingSpec.model_validate(spec)
+        validated = SchedulingSpec.model_validate(spec)
     except ValidationError as err:
         problems = field_problems(err, prefix="spec.")
         raise Problem(422, f"not a valid Scheduling: {', '.join(p.field for p in problems)}", problems) from err
+    _refuse_unplaceable(request, validated, cache, namespace)
     manifest = {
         "apiVersion": API_VERSION,
         "kind": "Scheduling",
@@ -140,6 +144,24 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
     if scheduling is None:
         raise Problem(502, f"Scheduling {request.name} was written, but esi cannot read it back")
     return one(external_scheduling(scheduling), view, status_code)
+
+
+def _refuse_unplaceable(
+    request: SchedulingSubmission, spec: SchedulingSpec, cache: ResourceCache, namespace: str
+) -> None:
+    """422 for a Scheduling its Testbed could never run (slots it does not have, a job needing more slots than
+    it has …), as the Scheduling reconciler would find it; nothing is said while the Testbed has no slots."""
+    testbed = cache.testbeds.get(namespace, request.test_bed)
+    if testbed is None:
+        return
+    problems = spec_problems(spec, testbed_view(testbed.status, None), namespace)
+    if problems:
+        field = "queue" if request.queue is not None else "slots"
+        raise Problem(
+            422,
+            f"Testbed {request.test_bed} could never run Scheduling {request.name}: {'; '.join(problems)}",
+            [FieldProblem(field=field, problem=problem) for problem in problems],
+        )
 
 
 async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict[str, Any]) -> Any:

@@ -49,6 +49,7 @@ __all__ = [
     "SchedulingObservation",
     "TestbedView",
     "decide_scheduling",
+    "spec_problems",
     "testbed_view",
 ]
 
@@ -164,7 +165,7 @@ def _decide(
     """What changes: the job records, the state and what it waits for, the holds to take or let go."""
     demand = _demand(spec)
     jobs = _progress(current.jobs, demand, now)
-    problems = _spec_problems(spec, observation.testbed, namespace)
+    problems = spec_problems(spec, observation.testbed, namespace)
     events: list[Event] = []
     actions: list[Claim | Release] = []
     waiting_for: str | None
@@ -186,8 +187,10 @@ def _decide(
     return _Verdict(state, waiting_for, jobs, problems, actions, events)
 
 
-def _spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
-    """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet)."""
+def spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
+    """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet).
+
+    The Scheduling reconciler fails a Scheduling for these; the API refuses a submission for them."""
     problems = _reference_problems(spec, namespace)
     if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait
         problems += _allocation_problems(spec, testbed.slot_ids)

@@ -272,3 +272,24 @@ def test_anonymous_callers_are_authorized_like_everyone_else(cache: ResourceCach
     assert read.status_code == 200
     assert submitted.status_code == 403
     assert submitted.json()["detail"]["message"].startswith("forbidden: system:anonymous may not create schedulings")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        ({"slots": slots("STRICT", ("wordcount", [1, 7]))}, "slots", "lists slot 7, which testbed does not have"),
+        ({"queue": ["wordcount"] * 5}, "queue", "needs 5 slots but testbed has 4"),
+    ],
+    ids=["a slot it does not have", "more executors than slots"],
+)
+def test_a_scheduling_its_testbed_could_never_run_is_a_422_and_nothing_is_written(
+    api: TestClient, cache: ResourceCache, body: dict[str, Any], field: str, says: str
+) -> None:
+    answer = api.post("/external/schedulings", json={"name": "s2", "testBed": "tb"} | body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"]["message"].startswith("Testbed tb could never run Scheduling s2: ")
+    problems = answer.json()["detail"]["errors"]
+    assert [p["field"] for p in problems] == [field]
+    assert says in problems[0]["problem"]
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
