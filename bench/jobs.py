@@ -41,7 +41,8 @@ SPARK = {
     "mainClass": "org.apache.spark.examples.SparkPi",
     "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
     # Drivers are scheduled normally; they get a node of their own so they never crowd the baseline's twins.
-    "driver": {"cores": 1, "memory": "512m", "nodeSelector": {DRIVER_NODE: "true"}},
+    # (esi refuses a driver without an account; a simulated driver needs no rights, so the namespace's default.)
+    "driver": {"cores": 1, "memory": "512m", "nodeSelector": {DRIVER_NODE: "true"}, "serviceAccount": "default"},
 }
 
 

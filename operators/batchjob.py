@@ -38,7 +38,7 @@ from esi.objects.applications import (
 )
 from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL
+from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ROLE_EXECUTOR, ROLE_LABEL
 from esi.resources.batchjob import BatchJob
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState, testbed_name
@@ -88,12 +88,12 @@ def scheduling_records(
     }
 
 
-@index(SPARK.group, SPARK.version, SPARK.plural, labels={JOB_LABEL: kopf.PRESENT})
+@index(SPARK.group, SPARK.version, SPARK.plural, labels={MANAGED_BY_LABEL: MANAGED_BY})
 def spark_applications(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 
 
-@index(FLINK.group, FLINK.version, FLINK.plural, labels={JOB_LABEL: kopf.PRESENT})
+@index(FLINK.group, FLINK.version, FLINK.plural, labels={MANAGED_BY_LABEL: MANAGED_BY})
 def flink_deployments(*, name: str, namespace: str | None, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return {(namespace or "", name): dict(body)}
 

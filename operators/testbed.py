@@ -30,7 +30,7 @@ from esi.decisions.testbed_lifecycle import (
 )
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.objects.names import TESTBED_LABEL
+from esi.objects.names import TESTBED_LABEL, testbed_of
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState, testbed_name
@@ -63,8 +63,8 @@ def pods_on_nodes(
     node = spec.get("nodeName")
     if not node or status.get("phase") in FINISHED_PHASES:
         return {}
-    owner = (namespace or "", labels[TESTBED_LABEL]) if TESTBED_LABEL in labels else None
-    return {node: (owner, pod_requests(body))}
+    testbed = testbed_of(labels)
+    return {node: (None if testbed is None else (namespace or "", testbed), pod_requests(body))}
 
 
 @index("", "v1", "pods", labels={TESTBED_LABEL: kopf.PRESENT})

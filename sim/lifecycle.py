@@ -46,7 +46,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from esi.decisions.events import Event
-from esi.objects.names import ATTEMPT_LABEL
+from esi.objects.names import ATTEMPT_ANNOTATION
 from sim.crds import SPARK
 from sim.names import (
     COLOCATED_ANNOTATION,
@@ -230,8 +230,8 @@ class SimSettings:
 
 
 def _attempt(app: Mapping[str, Any]) -> int:
-    labels = (app.get("metadata") or {}).get("labels") or {}
-    return max(1, _int_or(labels.get(ATTEMPT_LABEL), 1))
+    annotations = (app.get("metadata") or {}).get("annotations") or {}
+    return max(1, _int_or(annotations.get(ATTEMPT_ANNOTATION), 1))
 
 
 def _int_or(value: object, default: int) -> int:

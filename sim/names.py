@@ -7,7 +7,7 @@ executors shared nodes with when it started, comma-separated) and ``failure`` (p
 is going to fail: why).
 
 esi's own labels that it reads (``esi.objects.names``): ``JOB_LABEL`` on a pod names the job for the workload
-model (the application's name when absent); ``ATTEMPT_LABEL`` on an application numbers its attempt.
+model (the application's name when absent); ``ATTEMPT_ANNOTATION`` on an application numbers its attempt.
 """
 
 from __future__ import annotations
@@ -37,6 +37,6 @@ COLOCATED_ANNOTATION: Final = f"{PREFIX}/colocated"
 FAILURE_ANNOTATION: Final = f"{PREFIX}/failure"
 
 # Failure injection: a run fails (at its end time, instead of completing) while the application's attempt
-# (its ATTEMPT_LABEL, 1 when absent) is at most this number.
+# (its ATTEMPT_ANNOTATION, 1 when absent) is at most this number.
 SPARK_FAIL_ATTEMPTS: Final = "spark.esi.sim.failAttempts"  # in spec.sparkConf
 FLINK_FAIL_ATTEMPTS: Final = "esi.sim.fail-attempts"  # in spec.flinkConfiguration

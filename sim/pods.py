@@ -7,7 +7,9 @@ executors: the garbage collector follows the owner references). ``<id>`` is the 
 application's uid, so a restarted simulator finds the executors it created instead of making new ones.
 Labels: ``spark-role`` (driver/executor), ``spark-app-selector`` (the application id),
 ``sparkoperator.k8s.io/app-name``, ``sparkoperator.k8s.io/launched-by-spark-operator``, on executors
-``spark-exec-id``; then the user's ``spec.<role>.labels`` (never overriding those). Sizes as Spark makes them:
+``spark-exec-id``; under them the template's labels, then the application's own ``metadata.labels``
+(except Kueue's ``kueue.x-k8s.io/``), then ``spec.<role>.labels`` (never overriding the operator's): the
+operator copies the application's labels onto the driver *and* every executor. Sizes as Spark makes them:
 cpu request ``coreRequest`` else ``cores`` (default 1), cpu limit ``coreLimit``; memory request = limit =
 ``memory`` (default 1g) + ``memoryOverhead``, the overhead defaulting to max(384 MiB, 10% of the memory)
 (``spec.memoryOverheadFactor`` changes the 10%). A field left out of ``spec.<role>`` is taken from the
@@ -78,6 +80,7 @@ FLINK_TYPE_LABEL: Final = "type"
 FLINK_NATIVE_TYPE: Final = "flink-native-kubernetes"
 
 SPARK_IMAGE: Final = "apache/spark:3.5.3"
+_KUEUE_LABEL_PREFIX: Final = "kueue.x-k8s.io/"  # the operator leaves these on the application alone
 _SPARK_MIN_OVERHEAD_MIB: Final = 384
 _SPARK_OVERHEAD_FACTOR: Final = 0.1
 _FLINK_SLOTS_KEY: Final = "taskmanager.numberOfTaskSlots"
@@ -207,8 +210,10 @@ def _spark_pod(
     spec = app.get("spec") or {}
     pod_spec = spec.get(role) or {}
     template = pod_spec.get("template") or {}
+    app_labels = (app.get("metadata") or {}).get("labels") or {}
     labels = {
         **((template.get("metadata") or {}).get("labels") or {}),
+        **{key: value for key, value in app_labels.items() if not key.startswith(_KUEUE_LABEL_PREFIX)},
         **(pod_spec.get("labels") or {}),
         SPARK_APP_NAME_LABEL: ref.name,
         SPARK_APP_SELECTOR_LABEL: spark_application_id(ref),

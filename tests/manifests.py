@@ -51,6 +51,8 @@ SPARK = {
     "mainClass": "com.example.webcrawler.WebCrawlerApplication",
     "mainApplicationFile": "local:///opt/spark/webcrawler.jar",
     "arguments": ["Web_crawler", "10000", "Kubernetes"],
+    # esi refuses a driver without an account; every namespace has this one (a simulated driver needs no rights).
+    "driver": {"serviceAccount": "default"},
 }
 FLINK = {
     "image": "flink:1.20",

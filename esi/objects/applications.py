@@ -12,9 +12,11 @@ values give way:
 * labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
 * a fixed executor count: no dynamic allocation (Spark), no autoscaler (Flink).
 
-Drivers and JobManagers are scheduled normally and are left as the user wrote them: the executor priority
-class goes on executors only (docs/compatibility.md#applications). Everything else the user wrote is kept
-unchanged.
+The application itself names its job, Testbed and attempt in annotations, not labels: the Spark operator
+copies an application's labels onto all its pods (docs/design.md#applications-and-their-pods). Drivers and
+JobManagers are scheduled normally and are left as the user wrote them: the executor priority class goes on
+executors only (docs/compatibility.md#applications). A Spark driver must name its ServiceAccount, which esi
+does not create (docs/design.md#spark-drivers-account). Everything else the user wrote is kept unchanged.
 
 ``application_view`` reads an application and its pods back into the ``ApplicationView`` that
 ``decide_batchjob`` works on. The functions are pure: they copy, never change their input, and raise
@@ -25,20 +27,24 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from esi.decisions.batchjob_lifecycle import ApplicationPhase, ApplicationView
 from esi.objects.names import (
+    ATTEMPT_ANNOTATION,
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
+    JOB_ANNOTATION,
     JOB_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     ROLE_EXECUTOR,
     ROLE_LABEL,
     SCHEDULER_NAME,
+    TESTBED_ANNOTATION,
     TESTBED_LABEL,
     is_executor,
 )
@@ -173,11 +179,13 @@ def application_manifest(job: BatchJob, assignment: SlotAssignment, *, namespace
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {
-                MANAGED_BY_LABEL: MANAGED_BY,
-                JOB_LABEL: name,
-                TESTBED_LABEL: assignment.testbed,
-                ATTEMPT_LABEL: str(assignment.attempt),
+            # The operators' pods may carry the application's labels (the Spark operator copies them onto the
+            # driver and executors), so which run this is goes into annotations (esi.objects.names).
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            "annotations": {
+                JOB_ANNOTATION: name,
+                TESTBED_ANNOTATION: assignment.testbed,
+                ATTEMPT_ANNOTATION: str(assignment.attempt),
             },
             "ownerReferences": [owner_reference(API_VERSION, "BatchJob", name, uid)],
         },
@@ -217,8 +225,6 @@ class _ExecutorSettings:
     ) -> dict[str, Any]:
         """A Pod template with esi's labels, node affinity, scheduler and priority merged into ``template``."""
         pod = copy.deepcopy(dict(template or {}))
-        pod.setdefault("apiVersion", "v1")
-        pod.setdefault("kind", "Pod")
         pod["metadata"] = metadata = pod.get("metadata") or {}
         metadata["labels"] = {**(metadata.get("labels") or {}), **self.labels}
         pod["spec"] = spec = pod.get("spec") or {}
@@ -270,6 +276,19 @@ _SPARK_EXECUTOR_CONF: Final = {
 }
 # Spark adds these to the executor pod's memory beyond heap + overhead, so the pod would outgrow its slot.
 _SPARK_EXTRA_MEMORY_CONF: Final = ("spark.executor.pyspark.memory", "spark.memory.offHeap.enabled")
+# Spark puts spark.executor.resource.<name>.amount (GPUs, FPGAs) on each executor pod as a limit.
+_SPARK_EXECUTOR_RESOURCE_CONF: Final = re.compile(r"spark\.executor\.resource\.[^.]+\.amount")
+# Executor fields the operator's webhook turns into more than the slot: more containers, or more resources.
+_SPARK_EXECUTOR_EXTRAS: Final = {
+    "gpu": "a GPU limit on the executor container",
+    "sidecars": "containers beside the executor, whose requests add to the pod's",
+    "initContainers": "init containers, whose requests and limits can raise the pod's",
+}
+# The operator names the container Spark builds the executor in (spark.kubernetes.executor.podTemplateContainerName).
+_SPARK_EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
+# Resources a template's executor container may name: Spark sets cpu and memory over them (esi's sizes);
+# ephemeral storage is no part of a slot.
+_SPARK_TEMPLATE_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def _spark_memory_split(slot_mib: int) -> tuple[int, int]:
@@ -293,19 +312,21 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     ``coreRequest`` (else ``cores``), cpu limit = ``coreLimit``, memory request = limit = ``memory`` +
     ``memoryOverhead`` in MiB (Spark's "m"). esi sets ``cores`` (task threads) to the slot cpu rounded up,
     ``coreRequest`` = ``coreLimit`` = the slot cpu, and splits the slot memory by ``_spark_memory_split``.
-    Labels, affinity, scheduler and priority go on the executor fields (which the operator's webhook
-    applies) and into ``executor.template`` when the user gave one (the webhook then leaves the pods alone).
+    A user's ``memoryLimit`` gives way too (Spark limits the memory to the request, the slot).
+
+    Labels, affinity, scheduler and priority go into ``executor.template``, always (the user's template, if
+    any, merged): the operator hands it to Spark (``spark.kubernetes.executor.podTemplateFile``, operator 2.1+,
+    Spark 3.0+), so executors get them without the operator's mutating webhook, which may be off or not
+    watching the namespace. They go on the executor fields as well, with the same values, because the
+    webhook, where it runs, applies those over the template (an affinity field replaces the pod's). The
+    user's affinity is the field's, else the template's. What would make an executor pod larger than its
+    slot is refused, naming the field (``_refuse_spark_extras``).
 
     ``restartPolicy`` is forced to Never: esi retries a failed run at the Scheduling level, with fresh slots;
     an operator restart would run again in slots that may no longer be reserved for the job.
     """
-    for key in _SPARK_EXTRA_MEMORY_CONF:
-        value = (spec.get("sparkConf") or {}).get(key)
-        if value is not None and (key != "spark.memory.offHeap.enabled" or value.strip().lower() == "true"):
-            raise ApplicationError(
-                f'spec.sparkSpec.sparkConf["{key}"] is {value!r}: Spark adds that memory to each executor pod '
-                "beyond its slot size; esi sizes executors to their slot, so leave it out"
-            )
+    _refuse_spark_extras(spec)
+    _require_driver_account(spec)
     if spec.get("batchScheduler"):
         raise ApplicationError(
             f"spec.sparkSpec.batchScheduler is {spec['batchScheduler']!r}: esi's scheduler places the executors, "
@@ -323,13 +344,15 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     }
     pod = spec.get("executor") or {}
     pod.update(sizes)
+    pod.pop("memoryLimit", None)
+    template = pod.get("template") or {}
+    user_affinity = pod.get("affinity") or (template.get("spec") or {}).get("affinity")
     pod["labels"] = {**(pod.get("labels") or {}), **executor.labels}
-    pod["affinity"] = executor.affinity(pod.get("affinity"))
+    pod["affinity"] = executor.affinity(user_affinity)
     pod["schedulerName"] = SCHEDULER_NAME
     pod["priorityClassName"] = EXECUTOR_PRIORITY_CLASS
-    if pod.get("template"):
-        template = pod["template"]
-        pod["template"] = executor.pod_template(template, (template.get("spec") or {}).get("affinity"))
+    pod["template"] = executor.pod_template(template, user_affinity)
+    pod["template"]["spec"].setdefault("containers", [{"name": _SPARK_EXECUTOR_CONTAINER}])
     spec["executor"] = pod
     spec.setdefault("driver", {})  # required by the SparkApplication CRD; empty means Spark's defaults
 
@@ -344,6 +367,77 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     spec["dynamicAllocation"] = {**(spec.get("dynamicAllocation") or {}), "enabled": False}
     spec["restartPolicy"] = {"type": "Never"}
     return spec
+
+
+def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
+    """Raise ``ApplicationError`` for a setting that would make an executor pod request or be limited to more
+    than its slot, naming it: memory Spark adds beyond heap + overhead, extra resources, extra containers."""
+    conf = spec.get("sparkConf") or {}
+    for key in _SPARK_EXTRA_MEMORY_CONF:
+        value = conf.get(key)
+        if value is not None and (key != "spark.memory.offHeap.enabled" or value.strip().lower() == "true"):
+            raise ApplicationError(
+                f'spec.sparkSpec.sparkConf["{key}"] is {value!r}: Spark adds that memory to each executor pod '
+                "beyond its slot size; esi sizes executors to their slot, so leave it out"
+            )
+    for key, value in conf.items():
+        if _SPARK_EXECUTOR_RESOURCE_CONF.fullmatch(key):
+            raise ApplicationError(
+                f'spec.sparkSpec.sparkConf["{key}"] is {value!r}: Spark adds that resource to each executor pod, '
+                "and a slot has only cpu and memory; leave it out"
+            )
+    executor = spec.get("executor") or {}
+    for field, what in _SPARK_EXECUTOR_EXTRAS.items():
+        if executor.get(field):
+            raise ApplicationError(
+                f"spec.sparkSpec.executor.{field} is set: the operator would give each executor {what}, and a "
+                "slot is sized for the executor alone; leave it out"
+            )
+    template_spec = (executor.get("template") or {}).get("spec") or {}
+    where = "spec.sparkSpec.executor.template.spec"
+    containers = template_spec.get("containers") or []
+    if len(containers) > 1:
+        listed = ", ".join(str(c.get("name")) for c in containers)
+        raise ApplicationError(
+            f"{where}.containers has {len(containers)} containers ({listed}): Spark runs the executor in one of "
+            "them and keeps the others beside it, whose requests add to the pod's; give only the executor's"
+        )
+    for field in ("initContainers", "resources", "overhead"):
+        if template_spec.get(field):
+            raise ApplicationError(
+                f"{where}.{field} is set: it would make the executor pod request more than its slot; leave it out"
+            )
+    resources = (containers[0].get("resources") or {}) if containers else {}
+    for kind in ("requests", "limits"):
+        others = sorted(set(resources.get(kind) or {}) - _SPARK_TEMPLATE_RESOURCES)
+        if others:
+            raise ApplicationError(
+                f"{where}.containers[0].resources.{kind} names {', '.join(others)}: a slot has only cpu and "
+                "memory (which esi sets); leave the others out"
+            )
+    version = str(spec.get("sparkVersion") or "")
+    major = version.lstrip("v").split(".")[0]
+    if major.isdigit() and int(major) < 3:
+        raise ApplicationError(
+            f"spec.sparkSpec.sparkVersion is {version!r}: esi places executors through a pod template, which "
+            "Spark reads from 3.0 on; use Spark 3 or later"
+        )
+
+
+def _require_driver_account(spec: Mapping[str, Any]) -> None:
+    """Raise ``ApplicationError`` unless the driver names its ServiceAccount (docs/design.md#spark-drivers-account).
+
+    A Spark driver creates its executors through the API server; the namespace's ``default`` account may not,
+    and esi grants no rights: the namespace's owner names an account that may.
+    """
+    conf_key = "spark.kubernetes.authenticate.driver.serviceAccountName"
+    if (spec.get("driver") or {}).get("serviceAccount") or (spec.get("sparkConf") or {}).get(conf_key):
+        return
+    raise ApplicationError(
+        "spec.sparkSpec.driver.serviceAccount is not set: the Spark driver creates its executors (pods, and the "
+        "services, config maps and persistent volume claims that go with them), which the namespace's default "
+        "ServiceAccount may not; name one bound to a Role that may (docs/design.md#spark-drivers-account)"
+    )
 
 
 def _flink_spec(
@@ -390,7 +484,7 @@ def _flink_spec(
         ((spec.get("podTemplate") or {}).get("spec") or {}).get("affinity") or {},
         ((template or {}).get("spec") or {}).get("affinity") or {},
     )
-    task_manager["podTemplate"] = executor.pod_template(template, user_affinity)
+    task_manager["podTemplate"] = {"apiVersion": "v1", "kind": "Pod"} | executor.pod_template(template, user_affinity)
     spec["taskManager"] = task_manager
 
     job_manager = spec.get("jobManager") or {}

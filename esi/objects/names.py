@@ -14,11 +14,13 @@ from esi.decisions.testbed_lifecycle import PodRole
 from esi.resources.meta import GROUP
 
 __all__ = [
+    "ATTEMPT_ANNOTATION",
     "ATTEMPT_LABEL",
     "EXECUTOR_PRIORITY",
     "EXECUTOR_PRIORITY_CLASS",
     "GHOST_PRIORITY",
     "GHOST_PRIORITY_CLASS",
+    "JOB_ANNOTATION",
     "JOB_LABEL",
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
@@ -27,9 +29,11 @@ __all__ = [
     "ROLE_LABEL",
     "SCHEDULER_NAME",
     "SLOT_LABEL",
+    "TESTBED_ANNOTATION",
     "TESTBED_LABEL",
     "is_executor",
     "slot_of",
+    "testbed_of",
 ]
 
 TESTBED_LABEL: Final = f"{GROUP}/testbed"  # ghosts and executors: the Testbed's name
@@ -38,10 +42,16 @@ ROLE_GHOST: Final = PodRole.GHOST.value
 ROLE_EXECUTOR: Final = PodRole.EXECUTOR.value
 JOB_LABEL: Final = f"{GROUP}/job"  # executors: the BatchJob they belong to
 SLOT_LABEL: Final = f"{GROUP}/slot"  # ghosts: the slot they hold; executors: the slot the extender gave them
-ATTEMPT_LABEL: Final = f"{GROUP}/attempt"  # applications and executors: which attempt of the job in its Scheduling
+ATTEMPT_LABEL: Final = f"{GROUP}/attempt"  # executors: which attempt of the job in its Scheduling
+
+# An application says which run it is in annotations, never in labels: the Spark operator copies an
+# application's labels onto its driver and every executor, and a driver must not look like a Testbed's pod.
+JOB_ANNOTATION: Final = JOB_LABEL
+TESTBED_ANNOTATION: Final = TESTBED_LABEL
+ATTEMPT_ANNOTATION: Final = ATTEMPT_LABEL
 
 # A recommended label (app.kubernetes.io), like ``esi.resources.meta.PART_OF_LABEL``.
-MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"  # applications and holds: esi made them
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"  # applications and holds: esi made them (on pods too)
 MANAGED_BY: Final = "esi"
 
 SCHEDULER_NAME: Final = "esi-scheduler"
@@ -63,3 +73,9 @@ def slot_of(labels: Mapping[str, str]) -> int | None:
     """The slot id a pod carries (a ghost the slot it holds, an executor the slot it was given), or None."""
     value = labels.get(SLOT_LABEL, "")
     return int(value) if value.isascii() and value.isdigit() else None
+
+
+def testbed_of(labels: Mapping[str, str]) -> str | None:
+    """The Testbed a pod with these labels belongs to (its requests count as the Testbed's, not as other work on
+    its node): a ghost's or an executor's; None for any other pod, whatever Testbed label it carries."""
+    return labels.get(TESTBED_LABEL) if labels.get(ROLE_LABEL) in (ROLE_GHOST, ROLE_EXECUTOR) else None

@@ -12,7 +12,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from esi.objects.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.names import ATTEMPT_ANNOTATION, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from sim.lifecycle import RunPlan
 from sim.names import ENDS_AT_ANNOTATION
@@ -34,7 +34,7 @@ def spark_manifest(name: str, *, job: str = "wordcount", conf: dict[str, str] | 
     return {
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
-        "metadata": {"name": name, "labels": {ATTEMPT_LABEL: "1"}},
+        "metadata": {"name": name, "annotations": {ATTEMPT_ANNOTATION: "1"}},
         "spec": {
             "type": "Scala",
             "mainApplicationFile": "local:///opt/spark/examples/wordcount.jar",

@@ -27,17 +27,23 @@ from esi.objects.applications import (
     application_view,
     is_executor_pod,
 )
+from esi.objects.ghosts import pod_view
 from esi.objects.names import (
+    ATTEMPT_ANNOTATION,
     ATTEMPT_LABEL,
     EXECUTOR_PRIORITY_CLASS,
+    JOB_ANNOTATION,
     JOB_LABEL,
     ROLE_EXECUTOR,
     ROLE_LABEL,
     SCHEDULER_NAME,
+    TESTBED_ANNOTATION,
     TESTBED_LABEL,
+    testbed_of,
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
+from sim import pods as simulated
 from tests import manifests
 
 NODE_LABEL = "tuberlin.de/node-with-slots-profiler"
@@ -228,6 +234,91 @@ def test_spark_settings_that_would_grow_executors_beyond_their_slot_are_refused(
         build(spark_job(sparkConf=conf))
 
 
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        pytest.param({"executor": {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}, "executor.gpu", id="gpu"),
+        pytest.param({"executor": {"sidecars": [{"name": "log"}]}}, "executor.sidecars", id="sidecar"),
+        pytest.param(
+            {"executor": {"initContainers": [{"name": "fetch", "image": "busybox"}]}},
+            "executor.initContainers",
+            id="init container",
+        ),
+        pytest.param(
+            {"sparkConf": {"spark.executor.resource.gpu.amount": "1"}},
+            'sparkConf["spark.executor.resource.gpu.amount"]',
+            id="spark resource",
+        ),
+        pytest.param(
+            {"executor": {"template": {"spec": {"containers": [{"name": "executor"}, {"name": "log"}]}}}},
+            "executor.template.spec.containers",
+            id="template sidecar",
+        ),
+        pytest.param(
+            {"executor": {"template": {"spec": {"initContainers": [{"name": "fetch"}]}}}},
+            "executor.template.spec.initContainers",
+            id="template init container",
+        ),
+        pytest.param(
+            {"executor": {"template": {"spec": {"resources": {"requests": {"cpu": "4"}}}}}},
+            "executor.template.spec.resources",
+            id="template pod resources",
+        ),
+        pytest.param(
+            {"executor": {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}},
+            "executor.template.spec.containers[0].resources.limits names nvidia.com/gpu",
+            id="template container gpu",
+        ),
+        pytest.param({"sparkVersion": "2.4.8"}, "sparkVersion", id="spark 2 reads no pod template"),
+    ],
+)
+def test_what_would_make_an_executor_pod_differ_from_its_slot_is_refused_naming_the_field(
+    spec: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ApplicationError, match=re.escape(f"spec.sparkSpec.{field}")):
+        build(spark_job(**spec))
+
+
+def test_sizes_the_user_gave_the_executor_give_way_to_the_slot() -> None:
+    """Spark makes requests and limits from these fields, the webhook a memory limit from memoryLimit."""
+    job = spark_job(
+        executor={"coreRequest": "3", "coreLimit": "4", "memoryLimit": "8g"},
+        sparkConf={"spark.kubernetes.executor.limit.cores": "4", "spark.kubernetes.executor.request.cores": "3"},
+    )
+
+    spec = build(job)["spec"]
+
+    executor = spec["executor"]
+    assert "memoryLimit" not in executor
+    requests, limits = spark_executor_pod(executor)
+    assert requests == limits == slot_size(THESIS_SLOTS)
+    conf = spec["sparkConf"]
+    assert conf["spark.kubernetes.executor.limit.cores"] == conf["spark.kubernetes.executor.request.cores"] == "700m"
+
+
+def test_an_executor_template_with_only_cpu_memory_and_storage_for_its_container_is_fine() -> None:
+    resources = {"requests": {"cpu": "9", "ephemeral-storage": "1Gi"}, "limits": {"memory": "9Gi"}}
+    template = {"spec": {"containers": [{"name": "spark-kubernetes-executor", "resources": resources}]}}
+
+    executor = build(spark_job(sparkVersion="3.5.3", executor={"template": template}))["spec"]["executor"]
+
+    assert executor["template"]["spec"]["containers"] == template["spec"]["containers"]  # Spark sets cpu, memory
+
+
+def test_a_spark_driver_without_a_service_account_is_refused_naming_the_field() -> None:
+    with pytest.raises(ApplicationError, match=re.escape("spec.sparkSpec.driver.serviceAccount is not set")):
+        build(spark_job(driver={"cores": 1}))
+
+
+def test_a_spark_driver_may_name_its_service_account_in_the_spark_conf_too() -> None:
+    conf = {"spark.kubernetes.authenticate.driver.serviceAccountName": "spark"}
+
+    spec = build(spark_job(driver={}, sparkConf=conf))["spec"]
+
+    assert spec["driver"] == {}
+    assert spec["sparkConf"]["spark.kubernetes.authenticate.driver.serviceAccountName"] == "spark"
+
+
 def test_spark_off_heap_memory_that_is_disabled_is_fine() -> None:
     spec = build(spark_job(sparkConf={"spark.memory.offHeap.enabled": "false"}))["spec"]
 
@@ -270,17 +361,17 @@ def expected_affinity(user: Mapping[str, Any]) -> dict[str, Any]:
     return expected
 
 
-def test_the_application_is_named_labelled_and_owned_like_its_batchjob() -> None:
+def test_the_application_is_named_annotated_and_owned_like_its_batchjob() -> None:
     for job in (spark_job(), flink_job()):
         metadata = build(job, slots("1", "1Gi", attempt=3, testbed="tb-7"))["metadata"]
 
         assert metadata["name"] == job.metadata.name
         assert metadata["namespace"] == "team-a"
-        assert metadata["labels"] == {
-            "app.kubernetes.io/managed-by": "esi",
-            JOB_LABEL: job.metadata.name,
-            TESTBED_LABEL: "tb-7",
-            ATTEMPT_LABEL: "3",
+        assert metadata["labels"] == {"app.kubernetes.io/managed-by": "esi"}
+        assert metadata["annotations"] == {
+            JOB_ANNOTATION: job.metadata.name,
+            TESTBED_ANNOTATION: "tb-7",
+            ATTEMPT_ANNOTATION: "3",
         }
         assert metadata["ownerReferences"] == [
             {
@@ -292,6 +383,23 @@ def test_the_application_is_named_labelled_and_owned_like_its_batchjob() -> None
                 "blockOwnerDeletion": True,
             }
         ]
+
+
+def test_a_spark_driver_as_the_real_operator_labels_it_is_neither_a_testbed_pod_nor_an_executor() -> None:
+    """The Spark operator copies the application's labels onto the driver and the executors: whatever esi puts
+    there, the driver must not count as its Testbed's (its requests are other work on the node) nor take a slot."""
+    application = build(spark_job())
+    application["metadata"]["uid"] = "uid-of-the-application"
+    driver = simulated.spark_driver_pod(application)
+    driver_view = simulated.pod_view({**driver, "metadata": {**driver["metadata"], "uid": "uid-of-the-driver"}})
+    assert driver_view is not None
+    executor = simulated.spark_executor_pod(application, 1, driver_view)
+
+    assert testbed_of(driver["metadata"]["labels"]) is None
+    assert pod_view(driver) is None
+    assert not is_executor_pod(driver)
+    assert testbed_of(executor["metadata"]["labels"]) == THESIS_SLOTS.testbed
+    assert is_executor_pod(executor)
 
 
 def test_kinds_and_api_versions() -> None:
@@ -352,6 +460,35 @@ def test_spark_executor_pod_template_gets_the_placement_too() -> None:
     assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
     assert pod["spec"]["containers"] == template["spec"]["containers"]
     assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
+
+
+def test_spark_executors_get_their_placement_from_a_pod_template_without_the_operators_webhook() -> None:
+    """The webhook applies the executor fields only where it runs; Spark builds every executor from the template."""
+    executor = build(spark_job(executor={"labels": {"team": "crawler"}}))["spec"]["executor"]
+
+    pod = executor["template"]
+    assert pod["metadata"]["labels"] == {
+        ROLE_LABEL: ROLE_EXECUTOR,
+        TESTBED_LABEL: "profiler-testbed",
+        JOB_LABEL: "spark-crawler",
+        ATTEMPT_LABEL: "1",
+    }
+    assert pod["spec"]["affinity"] == executor["affinity"]
+    assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [SLOT_NODES]}]
+    }
+    assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
+    assert pod["spec"]["containers"] == [{"name": "spark-kubernetes-executor"}]  # the one the operator names
+    assert set(pod) == {"metadata", "spec"}  # a PodTemplateSpec, as the operator's CRD types it
+
+
+def test_the_users_executor_affinity_field_goes_into_the_template_as_the_webhook_would_apply_it() -> None:
+    other: dict[str, Any] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    job = spark_job(executor={"affinity": USER_AFFINITY, "template": {"spec": {"affinity": other}}})
+
+    executor = build(job)["spec"]["executor"]
+
+    assert executor["affinity"] == executor["template"]["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
 
 
 def test_the_spark_driver_is_left_as_the_user_wrote_it() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, PodRole, Resources
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
-from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, testbed_of
 from esi.resources.quantity import Quantity
 
 SIZE = Resources(Quantity("700m"), Quantity("896Mi"))
@@ -80,3 +80,12 @@ def test_reading_a_node() -> None:
         Resources(Quantity(4), Quantity("8Gi")),
         SIZE,
     )
+
+
+def test_only_ghosts_and_executors_belong_to_a_testbed_whatever_testbed_label_a_pod_carries() -> None:
+    assert testbed_of({ROLE_LABEL: "ghost", TESTBED_LABEL: "tb"}) == "tb"
+    assert testbed_of({ROLE_LABEL: "executor", TESTBED_LABEL: "tb"}) == "tb"
+    # a Spark driver with its application's labels, or a user's pod that copies esi's labels
+    assert testbed_of({"spark-role": "driver", TESTBED_LABEL: "tb", JOB_LABEL: "j"}) is None
+    assert testbed_of({ROLE_LABEL: "driver", TESTBED_LABEL: "tb"}) is None
+    assert testbed_of({ROLE_LABEL: "executor"}) is None

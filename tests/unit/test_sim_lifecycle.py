@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from esi.objects.names import ATTEMPT_LABEL
+from esi.objects.names import ATTEMPT_ANNOTATION
 from sim.lifecycle import (
     Annotate,
     CreatePod,
@@ -241,11 +241,11 @@ def test_the_same_view_gives_the_same_decision() -> None:
     ],
 )
 def test_failure_injection_by_attempt(attempt: str | None, fail_attempts: str | None, fails: bool) -> None:
-    labels = {ATTEMPT_LABEL: attempt} if attempt else {}
+    annotations = {ATTEMPT_ANNOTATION: attempt} if attempt else {}
     conf = {"spark.esi.sim.failAttempts": fail_attempts} if fail_attempts else {}
-    spark = World(spark_app(executor=esi_executor(), labels=labels, sparkConf=conf))
+    spark = World(spark_app(executor=esi_executor(), annotations=annotations, sparkConf=conf))
     flink_conf = {"esi.sim.fail-attempts": fail_attempts} if fail_attempts else {}
-    flink = World(flink_app(labels=labels, flinkConfiguration=flink_conf))
+    flink = World(flink_app(annotations=annotations, flinkConfiguration=flink_conf))
 
     for world in (spark, flink):
         world.settle()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from esi.objects.names import ATTEMPT_LABEL, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
 from esi.resources.quantity import Quantity
 from sim.names import APP_UID_LABEL
 from sim.pods import (
@@ -158,6 +158,20 @@ def test_the_spark_driver_is_owned_by_its_application_and_scheduled_normally() -
     assert "schedulerName" not in pod["spec"]
     assert "priorityClassName" not in pod["spec"]
     assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_the_applications_own_labels_go_onto_the_driver_and_every_executor_as_the_operator_copies_them() -> None:
+    app_labels = {"team": "a", "kueue.x-k8s.io/queue-name": "q", "spark-role": "not-this"}
+    app = spark_app(labels=app_labels, driver={"labels": {"team": "driver's"}}, executor=esi_executor())
+
+    driver = spark_driver_pod(app)
+    executor = spark_executor_pod(app, 1, running_view(driver))
+
+    assert driver["metadata"]["labels"]["team"] == "driver's"  # spec.driver.labels go over the application's
+    assert executor["metadata"]["labels"]["team"] == "a"
+    for pod, role in ((driver, "driver"), (executor, "executor")):
+        assert "kueue.x-k8s.io/queue-name" not in pod["metadata"]["labels"]
+        assert pod["metadata"]["labels"]["spark-role"] == role
 
 
 def test_spark_executors_request_exactly_what_esi_sized_them_to_and_carry_its_labels() -> None:
@@ -378,7 +392,7 @@ def test_a_flink_spec_flink_refuses_is_refused_naming_the_field() -> None:
 
 
 def test_reading_a_simulated_pod_back() -> None:
-    app = spark_app(executor=esi_executor(), labels={ATTEMPT_LABEL: "1"})
+    app = spark_app(executor=esi_executor(), labels={"app.kubernetes.io/managed-by": "esi"})
     manifest = spark_executor_pod(app, 1, running_view(spark_driver_pod(app)))
     manifest["metadata"] |= {"uid": "u1", "deletionTimestamp": "2026-01-01T00:00:00Z"}
     manifest |= {"status": {"phase": "Running"}}
