@@ -11,12 +11,12 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up preview down status tools venv browser test unit integration lint typecheck format crds bench
+.PHONY: help up preview down status tools venv browser node-packages test unit integration lint typecheck format crds bench
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-up: tools venv ## pulumi up of the local stack: control plane, KWOK nodes, esi, manifests/; prints where the API is
+up: tools venv node-packages ## pulumi up of the local stack: control plane, KWOK nodes, esi, manifests/; prints where the API is
 	$(BIN)/python -m infra.stack up
 
 preview: tools venv ## pulumi preview of the local stack: what `make up` would change (e.g. a new manifest)
@@ -43,13 +43,16 @@ $(VENV_STAMP): pyproject.toml
 browser: venv ## Debian's Chromium for the UI's browser test (apt-get, only if missing)
 	$(BIN)/python -m infra.browser ensure
 
-test: lint typecheck tools venv browser ## the whole suite: lint, types, unit and integration tests
+node-packages: ## Debian's containerd, runc, CNI plugins, umoci, skopeo for real nodes (apt-get, only if missing)
+	$(PYTHON) -m infra.node_packages ensure
+
+test: lint typecheck tools venv browser node-packages ## the whole suite: lint, types, unit and integration tests
 	$(BIN)/pytest -n $(WORKERS) $(PYTEST_ARGS)
 
 unit: venv ## unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-integration: tools venv browser ## integration tests only (one shared local cluster)
+integration: tools venv browser node-packages ## integration tests only (one shared local cluster)
 	$(BIN)/pytest -n $(WORKERS) tests/integration $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check; the import contracts of .importlinter

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,7 +190,18 @@ class LocalCluster:
         }
         # Every binary is ours; an option left out would make kwokctl download a default.
         options.update({option: str(toolchain.binary(name, pins)) for option, name in KWOKCTL_BINARIES.items()})
-        return {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokctlConfiguration", "options": options}
+        # The kwok controller plays kubelet only for the nodes made for it (node_manifest's annotation), never
+        # for a real node (infra.real_node), whose kubelet owns its node's and pods' status.
+        kwok_only = [
+            {"key": "manage-all-nodes", "value": "false", "override": True},
+            {"key": "manage-nodes-with-annotation-selector", "value": f"{KWOK_NODE_ANNOTATION}=fake"},
+        ]
+        return {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": options,
+            "componentsPatches": [{"name": "kwok-controller", "extraArgs": kwok_only}],
+        }
 
     def create(self, nodes: Sequence[NodeSpec] = (), *, timeout: float = 180) -> None:
         """Start the control plane, wait until it serves, then add ``nodes`` and wait until they are Ready."""
@@ -197,22 +210,25 @@ class LocalCluster:
         config_path = self.workdir / f"{self.name}.kwokctl.yaml"
         config_path.parent.mkdir(parents=True, exist_ok=True)
         config_path.write_text(json.dumps(self._kwokctl_config(), indent=2))
-        _run(
-            [
-                toolchain.binary("kwokctl"),
-                "create",
-                "cluster",
-                "--name",
-                self.name,
-                "--config",
-                config_path,
-                "--kubeconfig=",  # leave ~/.kube/config alone; ours is in the cluster directory
-                "--wait",
-                f"{int(timeout)}s",
-            ],
-            env=self._kwokctl_env(),
-            timeout=timeout + 30,
-        )
+        # One kwokctl create at a time on a machine: two at once can pick the same free port, and one of
+        # them then waits for a control plane that never comes up.
+        with _machine_lock("kwokctl-create"):
+            _run(
+                [
+                    toolchain.binary("kwokctl"),
+                    "create",
+                    "cluster",
+                    "--name",
+                    self.name,
+                    "--config",
+                    config_path,
+                    "--kubeconfig=",  # leave ~/.kube/config alone; ours is in the cluster directory
+                    "--wait",
+                    f"{int(timeout)}s",
+                ],
+                env=self._kwokctl_env(),
+                timeout=timeout + 30,
+            )
         self._wait_for_api(timeout)
         if nodes:
             self.add_nodes(nodes, timeout=timeout)
@@ -237,7 +253,11 @@ class LocalCluster:
         self.kubectl("wait", "--for=condition=Ready", *names, f"--timeout={int(timeout)}s", timeout=timeout + 10)
 
     def delete(self) -> None:
-        """Stop every process of the cluster (second schedulers included) and remove its files."""
+        """Stop every process of the cluster (second schedulers included), delete its real nodes, remove its files."""
+        from infra.real_node import real_nodes_of  # noqa: PLC0415 (infra.real_node builds on this module)
+
+        for node in real_nodes_of(self):  # first: draining them needs the API server
+            node.delete()
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         if self.directory.exists():
@@ -308,6 +328,17 @@ class LocalCluster:
             return int((self._processes_dir / f"{name}.pid").read_text())
         except (FileNotFoundError, ValueError):
             return None
+
+
+@contextlib.contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """Held by one process of the machine at a time (an exclusive flock on a file in the temp directory)."""
+    with open(Path(tempfile.gettempdir()) / f"esi-{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def process_alive(pid: int) -> bool:

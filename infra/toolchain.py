@@ -76,13 +76,18 @@ class Tool:
 TOOLS: tuple[Tool, ...] = (
     Tool("etcd", ("etcd",), ("etcd", "etcdctl")),
     Tool("kwok", ("kwok",), ("kwok", "kwokctl")),
-    Tool("kubernetes", ("kubernetes",), ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")),
+    Tool(
+        "kubernetes",
+        ("kubernetes",),
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet"),
+    ),
     Tool(
         "pulumi",
         ("pulumi", "pulumi-python-host-sdk"),
         ("pulumi", "pulumi-language-python", "pulumi-language-python-exec"),
     ),
     Tool("pulumi-kubernetes", ("pulumi-kubernetes", "pulumi-kubernetes-commit"), ("pulumi-resource-kubernetes",)),
+    Tool("spark-operator", ("spark-operator",), ("spark-operator",)),
 )
 
 

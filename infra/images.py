@@ -1,0 +1,206 @@
+"""Container images for real nodes, made on this machine: no registry is reachable here.
+
+An image is made from a root filesystem directory: its files become the one layer of an OCI image (umoci),
+which skopeo turns into a docker-archive; ``import_image`` loads that archive into one real node's
+containerd (``ctr images import`` into the CRI's ``k8s.io`` namespace), only when the node lacks it.
+
+``build_image`` is the generic step; ``pause_image`` (the pods' sandbox image, Kubernetes' own
+``build/pause/linux/pause.c`` compiled statically from the pinned ``k8s.io/kubernetes`` module source) and
+``busybox_image`` (Debian's static busybox, for small test workloads) are built with it.
+
+Archives are cached in ``<toolchain cache>/images/`` (``~/.cache/esi/tools/images``), named after the
+image's reference and a digest of its configuration. **The tag is the content's version:** an archive
+whose name, tag and configuration are cached is reused without looking at the files again, so a caller
+derives the tag from what goes into the root filesystem (a version, a digest of the sources).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra import toolchain
+
+__all__ = [
+    "BuiltImage",
+    "ImageError",
+    "build_image",
+    "busybox_image",
+    "cache_dir",
+    "image_present",
+    "import_image",
+    "pause_image",
+    "pause_source",
+]
+
+REGISTRY = "esi.local"  # no registry has this name: an image reference that can only be local
+CTR = "/usr/bin/ctr"
+CRI_NAMESPACE = "k8s.io"
+BUSYBOX = Path("/bin/busybox")
+BUSYBOX_APPLETS = ("sh", "cat", "echo", "env", "ls", "nc", "sleep", "test", "true", "false", "wget")
+
+
+class ImageError(RuntimeError):
+    """Building or importing an image failed; the message names the image, the command and its output."""
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """An image ready to import: its reference (what pods and containerd's ``sandbox_image`` name) and archive."""
+
+    reference: str
+    archive: Path
+
+
+def cache_dir() -> Path:
+    return toolchain.cache_root() / "images"
+
+
+def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 600) -> str:
+    try:
+        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as err:
+        raise ImageError(f"{what}: `{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
+    except FileNotFoundError as err:
+        raise ImageError(f"{what}: {cmd[0]} is not installed (make node-packages)") from err
+    if done.returncode != 0:
+        output = done.stderr.strip() or done.stdout.strip()
+        raise ImageError(f"{what}: `{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
+    return done.stdout
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """One builder at a time (parallel test workers build the same image)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _layer(rootfs: Path, tar_path: Path) -> None:
+    """The root filesystem as one uncompressed layer: sorted, times zeroed, ownership as on disk."""
+
+    def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(rootfs.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(rootfs)), recursive=False, filter=normalise)
+
+
+def build_image(
+    name: str,
+    tag: str,
+    populate: Callable[[Path], None],
+    *,
+    entrypoint: Sequence[str],
+    cmd: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    workdir: str = "/",
+) -> BuiltImage:
+    """The image ``<REGISTRY>/<name>:<tag>`` as a docker-archive, built unless it is cached.
+
+    ``populate`` writes the root filesystem into the empty directory it is given (called only when the
+    image is not cached); ``entrypoint``, ``cmd``, ``env`` and ``workdir`` are the image's configuration.
+    """
+    reference = f"{REGISTRY}/{name}:{tag}"
+    variables = dict(env or {})
+    config = {"entrypoint": list(entrypoint), "cmd": list(cmd), "env": variables, "workdir": workdir}
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    archive = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', f'{name}_{tag}')}-{digest}.tar"
+    if archive.is_file():
+        return BuiltImage(reference, archive)
+    with _exclusive(cache_dir()):
+        if archive.is_file():  # another worker built it while we waited
+            return BuiltImage(reference, archive)
+        with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".build-") as scratch:
+            work = Path(scratch)
+            rootfs, layout, layer = work / "rootfs", work / "oci", work / "layer.tar"
+            rootfs.mkdir()
+            populate(rootfs)
+            _layer(rootfs, layer)
+            image = f"{layout}:{tag}"
+            _run(["umoci", "init", "--layout", layout], reference)
+            _run(["umoci", "new", "--image", image], reference)
+            _run(["umoci", "raw", "add-layer", "--image", image, layer], reference)
+            options = [f"--config.entrypoint={part}" for part in entrypoint]
+            options += [f"--config.cmd={part}" for part in cmd] or ["--clear=config.cmd"]
+            options += [f"--config.env={key}={value}" for key, value in variables.items()]
+            _run(["umoci", "config", "--image", image, f"--config.workingdir={workdir}", *options], reference)
+            staged = work / "image.tar"
+            # The policy of /etc/containers is about pulling from registries; nothing is pulled here.
+            _run(
+                ["skopeo", "--insecure-policy", "copy", f"oci:{image}", f"docker-archive:{staged}:{reference}"],
+                reference,
+            )
+            staged.rename(archive)
+    return BuiltImage(reference, archive)
+
+
+def image_present(reference: str, containerd_socket: Path) -> bool:
+    """Whether the containerd behind ``containerd_socket`` holds ``reference`` for the CRI (kubelet's pods)."""
+    listed = _run([CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE, "images", "ls", "-q"], reference)
+    return reference in listed.split()
+
+
+def import_image(image: BuiltImage, containerd_socket: Path) -> None:
+    """Load ``image`` into one node's containerd, unpacked for its snapshotter; nothing when it is there."""
+    if not image_present(image.reference, containerd_socket):
+        _run([CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE, "images", "import", image.archive], image.reference)
+
+
+def pause_source(pins: dict[str, str] | None = None) -> Path:
+    """``build/pause/linux/pause.c`` of the pinned ``k8s.io/kubernetes`` module (the toolchain build fetched it)."""
+    version = (pins or toolchain.load_pins())["kubernetes"]
+    module = f"k8s.io/kubernetes@v{version}"
+    modcache = Path(_run(["go", "env", "GOMODCACHE"], "pause image").strip())
+    source = modcache / module / "build" / "pause" / "linux" / "pause.c"
+    if not source.is_file():
+        # Not in the module cache (cleaned since `make tools`): the Go proxy has it.
+        _run(["go", "mod", "download", module], "pause image", timeout=900)
+    if not source.is_file():
+        raise ImageError(f"pause image: {source} is missing after `go mod download {module}`")
+    return source
+
+
+def pause_image() -> BuiltImage:
+    """The sandbox image: Kubernetes' pause, static, the image's only file; tagged with its release and source."""
+    source = pause_source()
+    match = re.search(r"^TAG \?= (\S+)$", (source.parent.parent / "Makefile").read_text(), re.MULTILINE)
+    release = match[1] if match else "0"
+    tag = f"{release}-{hashlib.sha256(source.read_bytes()).hexdigest()[:12]}"
+
+    def populate(rootfs: Path) -> None:
+        flags = ["-Os", "-Wall", "-Werror", "-static", "-s", f"-DVERSION=v{release}-esi"]
+        _run(["gcc", *flags, "-o", rootfs / "pause", source], "pause image: compile pause.c")
+
+    return build_image("pause", tag, populate, entrypoint=["/pause"])
+
+
+def busybox_image() -> BuiltImage:
+    """Debian's static busybox with a few applets (``sh``, ``wget``, ``nc``, ``sleep``, ...); entrypoint ``sh -c``."""
+    if not BUSYBOX.is_file():
+        raise ImageError(f"busybox image: {BUSYBOX} is missing (make node-packages)")
+    tag = hashlib.sha256(BUSYBOX.read_bytes()).hexdigest()[:12]
+
+    def populate(rootfs: Path) -> None:
+        (rootfs / "bin").mkdir()
+        (rootfs / "tmp").mkdir(mode=0o1777)
+        shutil.copy2(BUSYBOX, rootfs / "bin" / "busybox")
+        for applet in BUSYBOX_APPLETS:
+            (rootfs / "bin" / applet).symlink_to("busybox")
+
+    return build_image("busybox", tag, populate, entrypoint=["/bin/sh", "-c"], env={"PATH": "/bin"})

@@ -1,0 +1,179 @@
+"""The real kubeflow Spark operator, run out of cluster against a local cluster.
+
+The controller binary and its CRDs (``SparkApplication``, ``ScheduledSparkApplication`` and, because the
+controller also watches it, ``SparkConnect``) come from one build of ``github.com/kubeflow/spark-operator/v2``
+at the ``spark-operator`` pin (``tools/recipes/spark-operator.sh``). The controller submits an application by
+running ``$SPARK_HOME/bin/spark-submit`` on this machine — the distribution of ``infra.spark_image``, on the
+host's Java runtime — against the API server of ``KUBERNETES_SERVICE_HOST``/``PORT``, authenticated by the
+cluster's kubeconfig (``KUBECONFIG``: the controller's client and Spark's both read it).
+
+**No webhook.** The operator's mutating webhook is not started. What only the webhook applies to pods
+(``priorityClassName``, affinity, tolerations of the SparkApplication's ``driver``/``executor`` fields) reaches
+executors through ``executor.template`` instead: the operator hands it to spark-submit as the executor pod
+template (``spark.kubernetes.executor.podTemplateFile``), and Spark keeps a template's priority class and
+affinity. Labels, scheduler name, cores and memory need neither: the operator passes them as Spark
+configuration.
+
+**Namespaces.** The controller manages applications only in the namespaces it is given (``--namespaces``);
+the simulated operator (``python -m sim``) must leave those alone.
+
+**Drivers.** A driver creates its executors (pods), their headless Service, ConfigMaps and, when asked, PVCs
+in its own namespace, as the ServiceAccount of ``driver.serviceAccount``; ``driver_rbac`` is that account
+with exactly those rights (the rules of the operator chart's ``spark`` Role).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import yaml
+
+from infra import toolchain
+from infra.local_cluster import ClusterError, LocalCluster, free_port
+from infra.spark_image import host_java_home, spark_home
+
+__all__ = [
+    "DRIVER_SERVICE_ACCOUNT",
+    "PROCESS",
+    "SparkOperatorError",
+    "crd_manifests",
+    "driver_rbac",
+    "install_crds",
+    "operator_argv",
+    "operator_env",
+    "start_operator",
+]
+
+PROCESS: Final = "spark-operator"
+DRIVER_SERVICE_ACCOUNT: Final = "spark-driver"
+_DRIVER_RESOURCES: Final = ("pods", "services", "configmaps", "persistentvolumeclaims")
+_DRIVER_VERBS: Final = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+
+
+class SparkOperatorError(ClusterError):
+    """The Spark operator could not be installed or started; the message says why and where its log is."""
+
+
+def crd_dir(pins: dict[str, str] | None = None) -> Path:
+    """The CRDs of the built operator release (the recipe puts them beside its ``bin/``)."""
+    return toolchain.binary("spark-operator", pins).parent.parent / "crds"
+
+
+def crd_manifests(pins: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every CRD of the pinned operator release, as objects."""
+    manifests = [yaml.safe_load(path.read_text()) for path in sorted(crd_dir(pins).glob("*.yaml"))]
+    return [m for m in manifests if isinstance(m, dict)]
+
+
+def install_crds(cluster: LocalCluster, *, timeout: float = 60) -> list[str]:
+    """Apply the operator's CRDs (server-side, taking over fields others own) and wait until they are served."""
+    crds = crd_manifests()
+    items = json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=items)
+    names = [str(crd["metadata"]["name"]) for crd in crds]
+    cluster.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *(f"crd/{n}" for n in names))
+    return names
+
+
+def driver_rbac(namespace: str, name: str = DRIVER_SERVICE_ACCOUNT) -> list[dict[str, Any]]:
+    """The ServiceAccount a Spark driver in ``namespace`` runs as, with the Role it needs and its binding."""
+    metadata = {"name": name, "namespace": namespace}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": metadata,
+            "rules": [{"apiGroups": [""], "resources": list(_DRIVER_RESOURCES), "verbs": list(_DRIVER_VERBS)}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata,
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        },
+    ]
+
+
+def operator_argv(binary: Path, namespaces: Sequence[str], *, kubeconfig: Path, health_port: int) -> list[str]:
+    """The controller's command line: only ``namespaces``, no leader election, metrics off, probes on loopback."""
+    if not namespaces or any(not n for n in namespaces):
+        raise SparkOperatorError("the Spark operator needs the namespaces it manages: all of them would include sim's")
+    return [
+        str(binary),
+        "controller",
+        "start",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespaces={','.join(namespaces)}",
+        f"--health-probe-bind-address=127.0.0.1:{health_port}",
+        "--metrics-bind-address=0",
+        "--leader-election=false",
+        "--zap-log-level=info",
+    ]
+
+
+def operator_env(
+    base: Mapping[str, str], *, server: str, kubeconfig: Path, spark: Path, java_home: Path
+) -> dict[str, str]:
+    """The controller's environment: where spark-submit is, and the API server it submits to."""
+    url = urlsplit(server)
+    if url.scheme != "https" or not url.hostname:
+        raise SparkOperatorError(f"spark-submit needs an https API server URL, not {server!r}")
+    return {
+        **base,
+        "SPARK_HOME": str(spark),
+        "JAVA_HOME": str(java_home),
+        "PATH": f"{java_home / 'bin'}{os.pathsep}{base.get('PATH', '/usr/bin:/bin')}",
+        "KUBECONFIG": str(kubeconfig),
+        # The controller builds spark-submit's master URL k8s://https://HOST:PORT from these.
+        "KUBERNETES_SERVICE_HOST": url.hostname,
+        "KUBERNETES_SERVICE_PORT": str(url.port or 443),
+    }
+
+
+def start_operator(
+    cluster: LocalCluster, namespaces: Sequence[str], *, name: str = PROCESS, timeout: float = 90
+) -> int:
+    """Install the CRDs, start the controller for ``namespaces`` and wait until it is ready; its pid.
+
+    The process belongs to the cluster (``LocalCluster.start_process``, log in ``logs/<name>.log``).
+    """
+    install_crds(cluster)
+    port = free_port()
+    argv = operator_argv(
+        toolchain.binary("spark-operator"), namespaces, kubeconfig=cluster.kubeconfig, health_port=port
+    )
+    env = operator_env(
+        os.environ,
+        server=cluster.server(),
+        kubeconfig=cluster.kubeconfig,
+        spark=spark_home(),
+        java_home=host_java_home(),
+    )
+    pid = cluster.start_process(name, argv, env=env)
+    deadline = time.monotonic() + timeout
+    while not _ready(port):
+        if not cluster.process_running(name):
+            raise SparkOperatorError(f"the Spark operator exited at start; see {cluster.logs_dir / name}.log")
+        if time.monotonic() > deadline:
+            cluster.stop_process(name)
+            raise SparkOperatorError(f"the Spark operator was not ready in {timeout:.0f}s; see {cluster.logs_dir}")
+        time.sleep(0.2)
+    return pid
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False

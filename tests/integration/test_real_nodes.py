@@ -1,0 +1,179 @@
+"""Real nodes (``infra.real_node``): a kubelet with its own containerd joins the session's cluster.
+
+One real node is shared by the tests of the session (started once, under a lock, by the first worker; the
+cluster's deletion deletes it); it is tainted, so only pods that name it (``nodeName``) run there.
+Deleting a node is tested on a node of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import socket
+import ssl
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.codecs import from_dict
+from lightkube.resources.core_v1 import Node, Pod
+
+from infra import images
+from infra.local_cluster import LocalCluster, process_alive
+from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
+from tests.conftest import locked
+from tests.integration.kube import get_or_none, wait_for
+
+if (reason := unavailable_reason()) is not None:
+    pytest.skip(reason, allow_module_level=True)
+
+REAL_TAINT = "esi.test/real-node=true:NoSchedule"
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: LocalCluster) -> RealNode:
+    """The session's shared real node (cpu 1, memory 2Gi), with the pause and busybox images."""
+    node = RealNode(
+        cluster,
+        RealNodeSpec("real-shared", cpu="1", memory="2Gi", labels={"esi.test/pool": "real"}, taints=(REAL_TAINT,)),
+    )
+    with locked(cluster.directory / "real-node.lock"):
+        node.start()
+        images.import_image(images.busybox_image(), node.containerd_socket)
+    return node
+
+
+def pinned_pod(name: str, namespace: str, node: RealNode, image: str, **container: Any) -> Any:
+    """A pod bound to ``node`` by name (the kubelet alone decides whether it runs), tolerating the taint."""
+    spec = {
+        "nodeName": node.name,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "tolerations": [{"key": "esi.test/real-node", "operator": "Exists"}],
+        "containers": [{"name": "main", "image": image, **container}],
+    }
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return from_dict(manifest)
+
+
+def phase_of(client: Client, name: str, namespace: str, *phases: str) -> Any:
+    """A probe for wait_for: the pod once its phase is one of ``phases``."""
+
+    def probe() -> Any:
+        current = client.get(Pod, name, namespace=namespace)
+        return current if current.status is not None and current.status.phase in phases else None
+
+    return probe
+
+
+def test_a_real_node_joins_beside_kwok_nodes(real_node: RealNode, client: Client) -> None:
+    node = client.get(Node, real_node.name)
+    assert node.status is not None
+    assert node.metadata is not None
+    ready = {c.type: c.status for c in node.status.conditions or []}["Ready"]
+    assert ready == "True"
+    assert node.status.nodeInfo is not None
+    assert node.status.nodeInfo.containerRuntimeVersion.startswith("containerd://")
+    allocatable = node.status.allocatable or {}
+    assert (allocatable["cpu"], allocatable["memory"]) == ("1", "2Gi")
+    assert (node.metadata.labels or {})["type"] == "real"
+    kwok_nodes = [n for n in client.list(Node) if n.metadata and (n.metadata.labels or {}).get("type") == "kwok"]
+    assert kwok_nodes, "the session's KWOK nodes are in the same cluster"
+
+
+def test_a_pinned_pod_runs_a_real_container(real_node: RealNode, client: Client, namespace: str) -> None:
+    pause = images.pause_image().reference
+    resources = {"cpu": "100m", "memory": "16Mi"}
+    client.create(
+        pinned_pod("pause", namespace, real_node, pause, resources={"requests": resources, "limits": resources})
+    )
+    running = wait_for("the pause pod to run", phase_of(client, "pause", namespace, "Running", "Failed"))
+    assert running.status.phase == "Running", running.status
+    container_id = running.status.containerStatuses[0].containerID
+    assert container_id.startswith("containerd://")
+    tasks = [images.CTR, "-a", str(real_node.containerd_socket), "-n", images.CRI_NAMESPACE, "tasks", "ls"]
+    listed = subprocess.run(tasks, capture_output=True, text=True, check=True).stdout
+    assert container_id.removeprefix("containerd://") in listed, "containerd runs the pod's container"
+
+
+def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, client: Client, namespace: str) -> None:
+    pause = images.pause_image().reference
+    client.create(pinned_pod("too-big", namespace, real_node, pause, resources={"requests": {"cpu": "2"}}))
+    refused = wait_for("the kubelet's admission", phase_of(client, "too-big", namespace, "Failed", "Running"))
+    assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
+
+
+def test_a_pod_on_a_real_node_reaches_the_api_server(
+    real_node: RealNode, cluster: LocalCluster, client: Client, namespace: str
+) -> None:
+    url = pod_api_server_url(cluster)
+    # From the host: the address pods use is one the serving certificate names, under the cluster CA.
+    host, port = url.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(cluster.directory / "pki" / "ca.crt"))
+    with socket.create_connection((host, int(port)), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host):
+        pass
+    # From the pod network: the service account's token gets the API server's answer.
+    bearer = "Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)"
+    command = f'wget -q -O - --no-check-certificate --header "{bearer}" {url}/version'
+    client.create(pinned_pod("reach", namespace, real_node, images.busybox_image().reference, args=[command]))
+    done = wait_for("the pod's request", phase_of(client, "reach", namespace, "Succeeded", "Failed"))
+    logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_reach_*/main/*.log"))
+    assert done.status.phase == "Succeeded", logs
+    assert '"gitVersion": "v' in logs
+
+
+def _node_processes(node: RealNode) -> tuple[set[int], set[Path]]:
+    """The node's processes (in its cgroups, or serving its containerd) and its shims' sockets."""
+    pids = {int(p.read_text()) for p in (node.cluster.directory / "processes").glob(f"{node.name}-*.pid")}
+    for procs in (CGROUPS / "pids" / node.cgroup_root.lstrip("/")).rglob("cgroup.procs"):
+        pids.update(int(pid) for pid in procs.read_text().split())
+    sockets = set()
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+            if proc.name.isdigit() and str(node.containerd_socket) in argv:
+                pids.add(int(proc.name))
+                # containerd 1.6 names a shim's socket after its address, namespace and container id.
+                key = f"{node.containerd_socket}/k8s.io/{argv[argv.index('-id') + 1]}"
+                sockets.add(Path("/run/containerd/s") / hashlib.sha256(key.encode()).hexdigest())
+    return pids, sockets
+
+
+def _leftovers(node: RealNode, pids: set[int], sockets: set[Path]) -> dict[str, list[str]]:
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    cgroup = node.cgroup_root.lstrip("/")
+    links = Path("/sys/class/net")
+    return {
+        "processes": [str(pid) for pid in sorted(pids) if process_alive(pid)],
+        "mounts": [m for m in mounts if m.startswith((str(node.directory), str(node.short_dir)))],
+        "cgroups": [str(h / cgroup) for h in CGROUPS.iterdir() if (h / cgroup).exists()],
+        "links": [
+            link.name for link in links.iterdir() if node.bridge in (link.name, (link / "master").resolve().name)
+        ],
+        "pid files": [p.name for p in (node.cluster.directory / "processes").glob(f"{node.name}-*.pid")],
+        "cni results": [p.name for p in Path("/var/lib/cni/results").glob(f"esi-{node.id}-*")],
+        "files": [str(p) for p in (node.directory, node.short_dir, *sockets) if p.exists()],
+    }
+
+
+def test_delete_leaves_nothing_behind(cluster: LocalCluster, client: Client, namespace: str) -> None:
+    node = RealNode(
+        cluster, RealNodeSpec(f"real-{uuid.uuid4().hex[:6]}", cpu="500m", memory="256Mi", taints=(REAL_TAINT,))
+    )
+    node.start()
+    client.create(pinned_pod("pause", namespace, node, images.pause_image().reference))
+    wait_for("the pause pod to run", phase_of(client, "pause", namespace, "Running"))
+    pids, sockets = _node_processes(node)
+    assert len(pids) >= 4, "kubelet, containerd, a shim, the sandbox's and the container's pause"
+    assert sockets, "the shim's socket"
+    assert all(socket.exists() for socket in sockets)
+    # The hard way: the kubelet is gone (nothing drains the node) while its container still runs.
+    node.stop()
+    node.delete()
+    left = _leftovers(node, pids, sockets)
+    assert left == {key: [] for key in left}
+    assert get_or_none(client, Node, node.name) is None
