@@ -34,6 +34,7 @@ from infra import toolchain
 __all__ = [
     "BuiltImage",
     "ImageError",
+    "alias_image",
     "build_image",
     "busybox_image",
     "cache_dir",
@@ -160,6 +161,13 @@ def import_image(image: BuiltImage, containerd_socket: Path) -> None:
     """Load ``image`` into one node's containerd, unpacked for its snapshotter; nothing when it is there."""
     if not image_present(image.reference, containerd_socket):
         _run([CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE, "images", "import", image.archive], image.reference)
+
+
+def alias_image(image: BuiltImage, reference: str, containerd_socket: Path) -> None:
+    """Make an imported ``image`` known under ``reference`` too (a registry's name no pod here can pull)."""
+    if not image_present(reference, containerd_socket):
+        ctr: list[str | Path] = [CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE]
+        _run([*ctr, "images", "tag", "--force", image.reference, reference], reference)
 
 
 def pause_source(pins: dict[str, str] | None = None) -> Path:

@@ -116,6 +116,11 @@ def _run(
     return done.stdout
 
 
+def _established(crd: Mapping[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
 class LocalCluster:
     """One named local cluster. Creating an existing cluster is an error; deleting a missing one is not."""
 
@@ -282,6 +287,23 @@ class LocalCluster:
             input_text=input_text,
             timeout=timeout,
         )
+
+    def wait_for_crds(self, names: Sequence[str], *, timeout: float = 60) -> None:
+        """Return once the API server serves each CRD (``<plural>.<group>``): its condition Established is True.
+
+        Not ``kubectl wait --for=condition=Established``: that fails at once on a CRD whose status has no
+        conditions yet (just created, on a busy API server).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = json.loads(self.kubectl("get", "crd", *names, "-o", "json"))
+            crds = listed["items"] if listed.get("kind") == "List" else [listed]  # one name: the object itself
+            pending = [crd["metadata"]["name"] for crd in crds if not _established(crd)]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"CRDs not established after {timeout:.0f}s: {', '.join(pending)}")
+            time.sleep(0.2)
 
     @property
     def _processes_dir(self) -> Path:

@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
+from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
 from infra.toolchain import REPO_ROOT
 from sim.crds import application_crds
@@ -67,6 +69,7 @@ class LocalEsiArgs:
     sim_liveness_port: int = 8092
     sim_args: tuple[str, ...] = ("--time-scale", "0.05", "--runtime-jitter", "0.1")
     allow_anonymous: bool = False
+    real_nodes: int = 0
 
     @classmethod
     def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:
@@ -92,6 +95,7 @@ class LocalEsiArgs:
             sim_liveness_port=config.get_int("simLivenessPort") or defaults.sim_liveness_port,
             sim_args=tuple(config.get_object("simArgs") or defaults.sim_args),
             allow_anonymous=config.get_bool("allowAnonymous") or defaults.allow_anonymous,
+            real_nodes=config.get_int("realNodes") or defaults.real_nodes,
         )
 
 
@@ -197,6 +201,65 @@ class NodePool(Resource):
     ) -> None:
         listed = [{"name": n.name, "cpu": n.cpu, "memory": n.memory, "labels": n.labels} for n in nodes]
         super().__init__(_NodePoolProvider(), name, {"cluster": cluster, "workdir": workdir, "nodes": listed}, opts)
+
+
+# --- real nodes -----------------------------------------------------------------------------------------
+
+REAL_NODE_LABEL = "esi.local/real-slots"
+
+
+def real_node_specs(count: int) -> tuple[RealNodeSpec, ...]:
+    """``count`` real nodes, ``esi-real-<i>``, each labelled ``esi.local/real-slots=<i>`` (a Testbed's label)."""
+    return tuple(RealNodeSpec(f"esi-real-{i}", labels={REAL_NODE_LABEL: str(i)}) for i in range(count))
+
+
+def _real_specs(props: dict[str, Any]) -> dict[str, RealNodeSpec]:
+    return {spec.name: spec for spec in real_node_specs(int(props.get("count") or 0))}
+
+
+class _RealNodePoolProvider(ResourceProvider):
+    """Real nodes (``infra.real_node``): started with the stack, deleted with it, started again if stopped."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        self._start(props, _real_specs(props).values())
+        return CreateResult(id_=f"{props['cluster']}-real-nodes", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        cluster = _cluster(olds)
+        stopped = any(not RealNode(cluster, spec).running() for spec in _real_specs(olds).values())
+        return DiffResult(
+            changes=_real_specs(olds) != _real_specs(news) or stopped,
+            replaces=_changed(olds, news, ("cluster", "workdir")),
+            delete_before_replace=True,
+        )
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        cluster = _cluster(news)
+        before, after = _real_specs(olds), _real_specs(news)
+        for name in before.keys() - after.keys():
+            RealNode(cluster, before[name]).delete()
+        self._start(news, after.values())
+        return UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        cluster = _cluster(props)
+        if cluster.exists():
+            for spec in _real_specs(props).values():
+                RealNode(cluster, spec).delete()
+
+    @staticmethod
+    def _start(props: dict[str, Any], specs: Iterable[RealNodeSpec]) -> None:
+        specs = list(specs)
+        if specs and (reason := unavailable_reason()):
+            raise RuntimeError(f"esi:realNodes is {len(specs)}, but {reason}; set esi:realNodes: 0 to go without")
+        cluster = _cluster(props)
+        for spec in specs:
+            RealNode(cluster, spec).start()  # a running node is left as it is
+
+
+class RealNodePool(Resource):
+    def __init__(self, name: str, cluster: str, workdir: str, count: int, opts: pulumi.ResourceOptions) -> None:
+        super().__init__(_RealNodePoolProvider(), name, {"cluster": cluster, "workdir": workdir, "count": count}, opts)
 
 
 # --- esi's processes ------------------------------------------------------------------------------------
@@ -347,13 +410,9 @@ class LocalEsi(pulumi.ComponentResource):
             f"{name}-cluster", kubeconfig=control_plane.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
         )
         on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[control_plane])
-        nodes = NodePool(
-            f"{name}-nodes",
-            args.cluster,
-            args.workdir,
-            args.nodes,
-            pulumi.ResourceOptions(parent=self, depends_on=[control_plane]),
-        )
+        after_plane = pulumi.ResourceOptions(parent=self, depends_on=[control_plane])
+        nodes = NodePool(f"{name}-nodes", args.cluster, args.workdir, args.nodes, after_plane)
+        real_nodes = RealNodePool(f"{name}-real-nodes", args.cluster, args.workdir, args.real_nodes, after_plane)
         # Deleted with the control plane, not before it: deleting a CRD waits for the finalizers of its
         # objects, and those made outside the stack (kubectl, a scheduler's Schedulings) keep theirs once
         # the operators are gone — `pulumi destroy` would hang.
@@ -366,7 +425,7 @@ class LocalEsi(pulumi.ComponentResource):
         )
         cluster_dir = LocalCluster(args.cluster, Path(args.workdir)).directory
         kubeconfig = f"--kubeconfig={cluster_dir / 'kubeconfig.yaml'}"
-        after = pulumi.ResourceOptions(parent=self, depends_on=[definitions, nodes])
+        after = pulumi.ResourceOptions(parent=self, depends_on=[definitions, nodes, real_nodes])
         common = {"cluster": args.cluster, "workdir": args.workdir}
         operators_health = f"http://127.0.0.1:{args.operators_liveness_port}/healthz"
         operators = LocalComponent(

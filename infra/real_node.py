@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from esi.objects.ghosts import GHOST_IMAGE
 from infra import images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port, process_alive
 from infra.node_packages import CNI_BIN_DIR, missing
@@ -284,6 +285,8 @@ class RealNode:
             )
         self._wait(self._cri_serving, "containerd's CRI plugin to serve", 30)
         images.import_image(pause, self.containerd_socket)
+        # A ghost runs the pause image under its upstream name, which a real node has and this one cannot pull.
+        images.alias_image(pause, GHOST_IMAGE, self.containerd_socket)
         self._write_kubelet_files()
         self._make_cgroups()
         if not self.running():

@@ -99,7 +99,8 @@ object SparkPi {
 # environment (the names are those of Spark's KubernetesConf / BasicExecutorFeatureStep).
 ENTRYPOINT: Final = r"""#!/bin/bash
 # Entry point of esi's Spark image (infra/spark_image.py).
-#   driver ARGS...  run spark-submit in client mode, bound to SPARK_DRIVER_BIND_ADDRESS (the pod's IP)
+#   driver ARGS...  run spark-submit in client mode, bound to and reached at SPARK_DRIVER_BIND_ADDRESS (the
+#                   pod's IP)
 #   executor        run an executor backend from SPARK_DRIVER_URL, SPARK_EXECUTOR_ID, SPARK_EXECUTOR_CORES,
 #                   SPARK_EXECUTOR_MEMORY, SPARK_APPLICATION_ID, SPARK_EXECUTOR_POD_IP,
 #                   SPARK_EXECUTOR_POD_NAME and SPARK_RESOURCE_PROFILE_ID; JVM options from
@@ -131,8 +132,10 @@ done < <(compgen -v SPARK_JAVA_OPT_ | sort -t_ -k4 -n)
 case "${1:-}" in
 driver)
     shift
+    # Executors reach the driver at its pod's IP, not at its Service's DNS name: every cluster routes pod IPs,
+    # not every one resolves Service names (a local cluster without DNS). --conf wins over spark.properties.
     command=("$SPARK_HOME/bin/spark-submit" --conf "spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS"
-        --deploy-mode client "$@")
+        --conf "spark.driver.host=$SPARK_DRIVER_BIND_ADDRESS" --deploy-mode client "$@")
     ;;
 executor)
     command=("$JAVA_HOME/bin/java" "${java_opts[@]}" "-Xms$SPARK_EXECUTOR_MEMORY" "-Xmx$SPARK_EXECUTOR_MEMORY"

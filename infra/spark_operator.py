@@ -38,7 +38,7 @@ import yaml
 
 from infra import toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port
-from infra.spark_image import host_java_home, spark_home
+from infra.spark_image import SparkImageError, host_java_home, spark_home
 
 __all__ = [
     "DRIVER_SERVICE_ACCOUNT",
@@ -50,6 +50,7 @@ __all__ = [
     "operator_argv",
     "operator_env",
     "start_operator",
+    "unavailable_reason",
 ]
 
 PROCESS: Final = "spark-operator"
@@ -60,6 +61,17 @@ _DRIVER_VERBS: Final = ("get", "list", "watch", "create", "update", "patch", "de
 
 class SparkOperatorError(ClusterError):
     """The Spark operator could not be installed or started; the message says why and where its log is."""
+
+
+def unavailable_reason() -> str | None:
+    """Why the Spark operator cannot run on this machine (no Java runtime, not built), or None when it can."""
+    try:
+        host_java_home()
+    except SparkImageError as err:
+        return str(err)
+    if toolchain.missing(tools=[t for t in toolchain.TOOLS if t.name == "spark-operator"]):
+        return "the Spark operator is not built: run `make tools`"
+    return None
 
 
 def crd_dir(pins: dict[str, str] | None = None) -> Path:
@@ -79,7 +91,7 @@ def install_crds(cluster: LocalCluster, *, timeout: float = 60) -> list[str]:
     items = json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=items)
     names = [str(crd["metadata"]["name"]) for crd in crds]
-    cluster.kubectl("wait", "--for=condition=Established", f"--timeout={int(timeout)}s", *(f"crd/{n}" for n in names))
+    cluster.wait_for_crds(names, timeout=timeout)
     return names
 
 

@@ -144,3 +144,20 @@ def pytest_runtest_makereport(
                 skipped = f"[{len(lines) - len(shown)} earlier lines in {path}]\n" if len(lines) > len(shown) else ""
                 report.sections.append((f"component log: {name}", skipped + "\n".join(shown)))
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Figures that tests measured (``record_property("figure", text)``): shown after the run, never asserted.
+
+    Through the reports, so that figures measured on pytest-xdist workers reach the controller's terminal.
+    """
+    figures = [
+        (report.nodeid, str(value))
+        for report in terminalreporter.stats.get("passed", [])
+        for name, value in getattr(report, "user_properties", ())
+        if name == "figure"
+    ]
+    if figures:
+        terminalreporter.section("figures")
+        for nodeid, text in figures:
+            terminalreporter.write_line(f"{nodeid}:\n{text}")

@@ -53,11 +53,16 @@ def unique() -> str:
 @pytest.fixture(scope="session")
 def esi_priority_classes(cluster: LocalCluster) -> LocalCluster:
     """The session's cluster with esi's ghost and executor priority classes."""
+    install_priority_classes(cluster)
+    return cluster
+
+
+def install_priority_classes(cluster: LocalCluster) -> None:
+    """esi's ghost and executor priority classes, applied to ``cluster``."""
     items = priority.priority_classes()
     cluster.kubectl(
         "apply", "--server-side", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     )
-    return cluster
 
 
 @pytest.fixture(scope="session")
@@ -154,6 +159,12 @@ def esi_stack(
 @pytest.fixture(scope="session")
 def esi_crds(cluster: LocalCluster) -> LocalCluster:
     """The session's cluster with esi's CRDs installed and established (as generated from the models now)."""
+    install_esi_crds(cluster)
+    return cluster
+
+
+def install_esi_crds(cluster: LocalCluster) -> None:
+    """esi's CRDs (as generated from the models now) applied to ``cluster``; returns once they are established."""
     crds = [crd(d) for d in DEFINITIONS]
     cluster.kubectl(
         "apply",
@@ -163,8 +174,7 @@ def esi_crds(cluster: LocalCluster) -> LocalCluster:
         "-",
         input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": crds}),
     )
-    cluster.kubectl("wait", "--for=condition=Established", *(f"crd/{c['metadata']['name']}" for c in crds))
-    return cluster
+    cluster.wait_for_crds([c["metadata"]["name"] for c in crds])
 
 
 AddNodes = Callable[..., list[str]]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from lightkube import ApiError, Client
+import httpx2
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
@@ -146,3 +148,58 @@ def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[
     port = int(port_file.read_text())
     wait_for(f"{name} to report live", lambda: live(f"http://127.0.0.1:{port}/healthz"), timeout=timeout)
     return port
+
+
+class PodWatcher:
+    """Calls ``note`` with every version of a namespace's pods (those with ``labels``), from a thread of its own,
+    until ``stop``: what a test needs to see of pods that come and go between two looks."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str, labels: Mapping[str, str] | None = None) -> None:
+        self._stop = threading.Event()
+        # A client of its own: lightkube's watch renews itself for ever, so closing the client is what ends it.
+        self._client = Client(config=KubeConfig.from_file(cluster.kubeconfig))
+        self._namespace = namespace
+        self._labels: dict[str, Any] = dict(labels or {})
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def note(self, pod: Pod) -> None:
+        """One version of a pod, as the API server sent it (listed or watched)."""
+
+    def _watch(self) -> None:
+        # Short watches, each resuming where the last ended (also when one is cut), so no event falls between
+        # two. A version too old to resume from (410: nothing of ours changed for a while) means a fresh listing
+        # is complete.
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = self._client.list(Pod, namespace=self._namespace, labels=self._labels)
+                    for pod in listing:
+                        self.note(pod)
+                    version = listing.resourceVersion
+                watch = self._client.watch(
+                    Pod, namespace=self._namespace, labels=self._labels, server_timeout=2, resource_version=version
+                )
+                for _, pod in watch:
+                    self.note(pod)
+                    if pod.metadata is not None:
+                        version = pod.metadata.resourceVersion
+                    if self._stop.is_set():
+                        return
+            except ApiError as err:
+                if err.status.code != 410:
+                    raise
+                version = None
+            except httpx2.TransportError:  # the API server cut the watch short: resume where it ended
+                continue
+            except Exception:
+                if self._stop.is_set():  # the client was closed under the watch
+                    return
+                raise
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._client.close()
+        self._thread.join(timeout=10)
+        assert not self._thread.is_alive(), "the pod watcher did not stop"

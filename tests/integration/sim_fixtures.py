@@ -53,7 +53,7 @@ def sim_crds(cluster: LocalCluster) -> LocalCluster:
     crds = application_crds()
     items = json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input_text=items)
-    cluster.kubectl("wait", "--for=condition=Established", *(f"crd/{c['metadata']['name']}" for c in crds))
+    cluster.wait_for_crds([c["metadata"]["name"] for c in crds])
     return cluster
 
 

@@ -9,21 +9,19 @@ The original's scenarios 1-2 and 7-12 (docs/compatibility.md#scenarios) are re-e
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx2
 import pytest
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
-from tests.integration.kube import create_in, create_testbed, wait_for
+from tests.integration.kube import PodWatcher, create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
@@ -76,65 +74,18 @@ def new_testbed_on_nodes(
     return nodes
 
 
-class ExecutorRecorder:
+class ExecutorRecorder(PodWatcher):
     """Every executor pod of a namespace as it was seen running: (job, slot label, node), by pod name."""
 
     def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.seen: dict[str, tuple[str, int, str]] = {}
-        self._stop = threading.Event()
-        # A client of its own: lightkube's watch renews itself for ever, so closing the client is what ends it.
-        self._client = Client(config=KubeConfig.from_file(cluster.kubeconfig))
-        self._namespace = namespace
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
+        super().__init__(cluster, namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
 
-    def _watch(self) -> None:
-        # Short watches, each resuming where the last ended (also when one is cut), so no event falls between
-        # two. A version too old to resume from (410: nothing of ours changed for a while) means a fresh listing
-        # is complete.
-        version: str | None = None
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    listing = self._client.list(Pod, namespace=self._namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
-                    for pod in listing:
-                        self._note(pod)
-                    version = listing.resourceVersion
-                watch = self._client.watch(
-                    Pod,
-                    namespace=self._namespace,
-                    labels={ROLE_LABEL: ROLE_EXECUTOR},
-                    server_timeout=2,
-                    resource_version=version,
-                )
-                for _, pod in watch:
-                    self._note(pod)
-                    if pod.metadata is not None:
-                        version = pod.metadata.resourceVersion
-                    if self._stop.is_set():
-                        return
-            except ApiError as err:
-                if err.status.code != 410:
-                    raise
-                version = None
-            except httpx2.TransportError:  # the API server cut the watch short: resume where it ended
-                continue
-            except Exception:
-                if self._stop.is_set():  # the client was closed under the watch
-                    return
-                raise
-
-    def _note(self, pod: Pod) -> None:
+    def note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":
             return
         labels = pod.metadata.labels or {}
         self.seen[str(pod.metadata.name)] = (labels[JOB_LABEL], int(labels[SLOT_LABEL]), str(pod.spec.nodeName))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._client.close()
-        self._thread.join(timeout=10)
-        assert not self._thread.is_alive(), "the executor recorder did not stop"
 
 
 @pytest.fixture

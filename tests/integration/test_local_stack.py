@@ -10,6 +10,7 @@ state, all under the test's temporary directory, next to (not instead of) the se
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import yaml
 from esi.client import EsiClient
 from infra import pulumi_local, toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
+from infra.local_stack import real_node_specs
+from infra.real_node import RealNode, unavailable_reason
 from infra.stack import POLICY_PACK
 from tests.integration.kube import wait_for
 
@@ -64,7 +67,10 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
         "esi:nodes": [
             {"name": f"{name}-{i}", "cpu": "4", "memory": "8Gi", "labels": {"esi.e2e/slots": str(i)}} for i in range(2)
         ],
+        # A real node too, where this machine can run one: it comes and goes with the stack.
+        "esi:realNodes": "0" if unavailable_reason() else "1",
     }
+    real = [RealNode(LocalCluster(name, workdir), spec) for spec in real_node_specs(int(config["esi:realNodes"]))]
     config_file = tmp_path / "Pulumi.e2e.yaml"
     config_file.write_text(json.dumps({"config": config}))
     env = pulumi_local.environment(home=tmp_path / "pulumi-home", backend=tmp_path / "state")
@@ -111,13 +117,20 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
             esi.submit_queue("outside", "e2e", ["batchjob-spark"])
             esi.wait_for_scheduling("outside", timeout=180)
 
+        for node in real:
+            assert node.running(), f"real node {node.name} is not running"
         pids = [int(p.read_text()) for p in (cluster.directory / "processes").glob("*.pid")]
-        assert len(pids) == 4, "operators, API, simulator and the second scheduler"
+        assert len(pids) == 4 + 2 * len(real), "operators, API, simulator, second scheduler; kubelet, containerd"
     finally:
         pulumi("destroy", "--yes", "--skip-preview")
         # `stack init` keeps the stack's secrets salt in Pulumi.<stack>.yaml beside Pulumi.yaml: not the repo's
         (toolchain.REPO_ROOT / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
 
     assert not [pid for pid in pids if process_alive(pid)], "a process outlived pulumi destroy"
+    mounts = Path("/proc/mounts").read_text()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    for node in real:
+        assert str(node.short_dir) not in mounts, f"a mount of real node {node.name} outlived pulumi destroy"
+        assert f" {node.bridge}:" not in links, f"the bridge of real node {node.name} outlived pulumi destroy"
     assert not cluster.directory.exists()
     assert not workdir.exists() or not any(workdir.iterdir()), f"left behind: {list(workdir.iterdir())}"

@@ -31,10 +31,9 @@ from esi.objects.names import (
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
-from infra import toolchain
 from infra.local_cluster import LocalCluster
-from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, SparkImageError, host_java_home, spark_version
-from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
+from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_version
+from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator, unavailable_reason
 from tests.integration.kube import get_or_none, namespace_manifest, wait_for
 from tests.manifests import batchjob_manifest
 
@@ -42,17 +41,7 @@ NAMESPACE = "spark-jobs"
 SparkApplication = create_namespaced_resource(SPARK.group, SPARK.version, SPARK.kind, SPARK.plural)
 
 
-def _unavailable() -> str | None:
-    try:
-        host_java_home()
-    except SparkImageError as err:
-        return str(err)
-    if toolchain.missing(tools=[t for t in toolchain.TOOLS if t.name == "spark-operator"]):
-        return "the Spark operator is not built: run `make tools`"
-    return None
-
-
-pytestmark = pytest.mark.skipif(bool(_unavailable()), reason=f"real Spark operator: {_unavailable()}")
+pytestmark = pytest.mark.skipif(bool(unavailable_reason()), reason=f"real Spark operator: {unavailable_reason()}")
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,15 @@
-"""Pure pieces of the local cluster: simulated node manifests and second-scheduler configuration."""
+"""Pure pieces of the local cluster: simulated node manifests, second-scheduler configuration, and waiting for
+CRDs (with a stand-in kubectl)."""
 
 from __future__ import annotations
 
-from infra.local_cluster import KWOK_NODE_ANNOTATION, NodeSpec, node_manifest
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.local_cluster import KWOK_NODE_ANNOTATION, ClusterError, LocalCluster, NodeSpec, node_manifest
 from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 
 
@@ -45,3 +52,28 @@ def test_in_cluster_configuration_has_no_kubeconfig_and_https_extender_is_https(
 
 def test_without_extender_url_there_is_no_extender() -> None:
     assert "extenders" not in scheduler_configuration(SecondSchedulerSettings("s"), None)
+
+
+def crd_answers(*conditions: list[dict[str, str]]) -> Iterator[str]:
+    """What ``kubectl get crd a.example -o json`` says, one answer per look: the CRD with those conditions."""
+    for listed in conditions:
+        crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "a.example"}, "status": {"conditions": listed}}
+        yield json.dumps(crd)
+
+
+def test_waiting_for_a_crd_outlasts_a_status_without_conditions(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = crd_answers(
+        [], [{"type": "NamesAccepted", "status": "True"}], [{"type": "Established", "status": "True"}]
+    )
+    monkeypatch.setattr(LocalCluster, "kubectl", lambda self, *args, **kwargs: next(answers))
+
+    LocalCluster("c", workdir=Path("/nowhere")).wait_for_crds(["a.example"], timeout=5)
+
+    assert next(answers, None) is None, "it looked until the CRD was established"
+
+
+def test_a_crd_never_established_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LocalCluster, "kubectl", lambda self, *args, **kwargs: next(crd_answers([])))
+
+    with pytest.raises(ClusterError, match=r"not established after 0s: a\.example"):
+        LocalCluster("c", workdir=Path("/nowhere")).wait_for_crds(["a.example"], timeout=0)

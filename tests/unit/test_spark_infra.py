@@ -59,7 +59,7 @@ def test_an_executor_runs_the_kubernetes_backend_with_its_options_in_order(tmp_p
     }
 
 
-def test_a_driver_runs_spark_submit_in_client_mode_on_its_pod_address(tmp_path: Path) -> None:
+def test_a_driver_runs_spark_submit_in_client_mode_bound_to_and_reached_at_its_pod_address(tmp_path: Path) -> None:
     spark_home = tmp_path / "spark"
     submit = spark_home / "bin" / "spark-submit"
     submit.parent.mkdir(parents=True)
@@ -76,6 +76,9 @@ def test_a_driver_runs_spark_submit_in_client_mode_on_its_pod_address(tmp_path: 
         "spark-submit",
         "--conf",
         "spark.driver.bindAddress=10.88.0.5",
+        # Executors connect to the driver's IP: a cluster without DNS cannot resolve the driver's Service.
+        "--conf",
+        "spark.driver.host=10.88.0.5",
         "--deploy-mode",
         "client",
         "--properties-file",

@@ -1,0 +1,337 @@
+"""SparkPi for real, end to end: the real Spark operator submits, a real driver creates real executors, and esi's
+second scheduler and extender put each into its reserved slot on a real node, in place of a real ghost.
+
+A cluster of its own, not the session's: the session installs the simulated operator's permissive
+SparkApplication CRD under the real one's name, and ``python -m sim`` handles applications in every namespace.
+Here run the real operator's CRDs, esi's CRDs and priority classes, esi's reconcilers, API (with the
+extender) and second scheduler, the real Spark operator for one namespace, and one real node (2 cpu, 3.5Gi:
+two 500m / 1Gi slots and the driver) labelled for a Testbed, with the Spark image imported.
+
+The BatchJob is what a user of the local cluster writes: the image, the driver's account and size, and the
+API server's address for the driver (``spark.kubernetes.driver.master``: there is no ``kubernetes`` Service
+behind a kube-proxy here). The image's entry point makes the driver reachable at its pod IP (no cluster DNS).
+
+One test function: its steps share the cluster, and pytest-xdist would give every test of a module-scoped
+cluster a cluster of its own on another worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import Pod
+
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_LABEL
+from infra import images
+from infra.local_cluster import LocalCluster
+from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
+from infra.real_node import unavailable_reason as real_nodes_unavailable
+from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
+from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
+from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
+from tests.integration.kube import PodWatcher, create_in, get_or_none, namespace_manifest, wait_for
+from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
+
+if (reason := real_nodes_unavailable() or spark_operator_unavailable()) is not None:
+    pytest.skip(f"SparkPi on a real node: {reason}", allow_module_level=True)
+
+NAMESPACE = "spark-jobs"
+NODE = "real-spark"
+NODE_LABEL = "esi.test/real-testbed"
+SLOT = {"cpu": "500m", "memory": "1Gi"}
+# What the kubelet says of a pod it refuses to run (its admission), as the pod's status.reason.
+ADMISSION_REFUSALS = frozenset({"OutOfcpu", "OutOfmemory", "OutOfpods", "UnexpectedAdmissionError"})
+
+
+@dataclass(frozen=True)
+class RealSpark:
+    """The cluster, its real node, a client, and the Spark image the node holds."""
+
+    cluster: LocalCluster
+    node: RealNode
+    client: Client
+    image: str
+
+
+@pytest.fixture(scope="module")
+def real_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSpark]:
+    cluster = LocalCluster("real-spark", workdir=tmp_path_factory.mktemp("real-spark") / "kwok")
+    client: Client | None = None
+    try:
+        cluster.create()
+        install_esi_crds(cluster)
+        install_priority_classes(cluster)
+        create_in(cluster, NAMESPACE, namespace_manifest(NAMESPACE).to_dict())
+        rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(NAMESPACE)}
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
+        # The real SparkApplication CRD comes with the operator, and before esi's reconcilers: kopf looks for
+        # the kinds it handles when it starts.
+        start_operator(cluster, [NAMESPACE])
+        ensure_operators(cluster)
+        api = esi_api(cluster)
+        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, api.extender_url)).start()
+        node = RealNode(cluster, RealNodeSpec(NODE, cpu="2", memory="3584Mi", labels={NODE_LABEL: "0"}))
+        node.start()
+        image = spark_image()
+        images.import_image(image, node.containerd_socket)
+        client = Client(config=KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-tests")
+        yield RealSpark(cluster, node, client, image.reference)
+    finally:
+        if client is not None:
+            client.close()
+        if os.environ.get("ESI_KEEP_CLUSTER"):
+            print(f"kept the cluster of {__name__} in {cluster.directory}")
+        else:
+            cluster.delete()
+
+
+@dataclass
+class PodLife:
+    """What was seen of one pod: when it appeared and first ran (monotonic), where, and every reason it had."""
+
+    labels: dict[str, str]
+    created: float
+    running: float | None = None
+    node: str | None = None
+    reasons: set[str] = field(default_factory=set)
+
+
+class PodHistory(PodWatcher):
+    """Every pod of the namespace as it was seen over time, by name."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.pods: dict[str, PodLife] = {}
+        super().__init__(cluster, namespace)
+
+    def note(self, pod: Pod) -> None:
+        if pod.metadata is None or pod.spec is None or pod.status is None:
+            return
+        now = time.monotonic()
+        life = self.pods.setdefault(str(pod.metadata.name), PodLife(dict(pod.metadata.labels or {}), now))
+        life.labels.update(pod.metadata.labels or {})
+        life.node = pod.spec.nodeName or life.node
+        if pod.status.reason:
+            life.reasons.add(pod.status.reason)
+        if pod.status.phase == "Running" and life.running is None:
+            life.running = now
+
+    def with_role(self, role: str) -> dict[str, PodLife]:
+        return {name: life for name, life in self.pods.items() if life.labels.get(ROLE_LABEL) == role}
+
+    def refused(self) -> dict[str, set[str]]:
+        """Pods the kubelet refused to admit, with its reasons."""
+        return {
+            name: life.reasons & ADMISSION_REFUSALS
+            for name, life in self.pods.items()
+            if life.reasons & ADMISSION_REFUSALS
+        }
+
+
+@pytest.fixture
+def history(real_spark: RealSpark) -> Iterator[PodHistory]:
+    watcher = PodHistory(real_spark.cluster, NAMESPACE)
+    yield watcher
+    watcher.stop()
+
+
+def status(cluster: LocalCluster, kind: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "-n", NAMESPACE, kind, name, "-o", "json", "--ignore-not-found")
+    found: dict[str, Any] = (json.loads(out).get("status") or {}) if out.strip() else {}
+    return found
+
+
+def real_ghosts(spark: RealSpark) -> dict[int, str] | None:
+    """The Testbed's ghosts by slot (their uids), once it is Ready with both slots free and each ghost is a pause
+    container running on the real node; else None."""
+    table = status(spark.cluster, "testbed", "tb")
+    if table.get("state") != "Ready" or table.get("counts", {}).get("free") != 2:
+        return None
+    ghosts = spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST})
+    running: dict[int, str] = {}
+    for ghost in ghosts:
+        assert ghost.metadata is not None
+        assert ghost.spec is not None
+        assert ghost.status is not None
+        containers = ghost.status.containerStatuses or []
+        state = containers[0].state if containers else None
+        if ghost.metadata.deletionTimestamp or state is None or state.running is None:
+            continue
+        assert ghost.spec.nodeName == NODE
+        assert (containers[0].containerID or "").startswith("containerd://"), containers[0]
+        running[int((ghost.metadata.labels or {})[SLOT_LABEL])] = str(ghost.metadata.uid)
+    return running if sorted(running) == [0, 1] else None
+
+
+def running_tasks(node: RealNode) -> str:
+    """The containers the node's containerd runs (``ctr tasks ls``)."""
+    ctr = [images.CTR, "-a", str(node.containerd_socket), "-n", images.CRI_NAMESPACE, "tasks", "ls"]
+    return subprocess.run(ctr, capture_output=True, text=True, check=True).stdout
+
+
+def sleeping_pod(name: str, image: str, requests: dict[str, str]) -> dict[str, Any]:
+    """A pod for the default scheduler, bound for the real node, asking for ``requests``; its container sleeps."""
+    container = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "args": ["sleep", "600"],
+        "resources": {"requests": requests, "limits": requests},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [container],
+        },
+    }
+
+
+def default_scheduler_baseline(spark: RealSpark, history: PodHistory) -> float:
+    """Seconds from creating two slot-sized pods with the Spark image, placed by the default scheduler on the
+    real node, until both run; they are deleted again."""
+    names = ["baseline-0", "baseline-1"]
+    start = time.monotonic()
+    for name in names:
+        create_in(spark.cluster, NAMESPACE, sleeping_pod(name, spark.image, SLOT))
+    wait_for("the baseline pods to run", lambda: all(history.pods.get(n, PodLife({}, 0)).running for n in names))
+    took = max(history.pods[n].running or 0 for n in names) - start
+    spark.cluster.kubectl("delete", "-n", NAMESPACE, "pod", *names, "--wait=false")
+    wait_for(
+        "the baseline pods to be gone", lambda: all(get_or_none(spark.client, Pod, n, NAMESPACE) is None for n in names)
+    )
+    return took
+
+
+def unschedulable(spark: RealSpark, name: str) -> Callable[[], str | None]:
+    """A probe: why the scheduler leaves the pod without a node, once it says so."""
+
+    def probe() -> str | None:
+        pod = spark.client.get(Pod, name, namespace=NAMESPACE)
+        assert pod.spec is not None
+        assert not pod.spec.nodeName, f"{name} was placed on {pod.spec.nodeName}"
+        for condition in (pod.status and pod.status.conditions) or []:
+            if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+                return condition.message or "Unschedulable"
+        return None
+
+    return probe
+
+
+def sparkpi_job(spark: RealSpark, name: str, main_class: str = SPARK_PI_CLASS) -> dict[str, Any]:
+    """A Spark BatchJob as a user of the local cluster writes it."""
+    spec = {
+        "type": "Scala",
+        "mode": "cluster",
+        "sparkVersion": spark_version(),
+        "image": spark.image,
+        "imagePullPolicy": "Never",  # imported into the node: no registry is reachable
+        "mainClass": main_class,
+        "mainApplicationFile": f"local:///opt/spark/{SPARK_PI_JAR}",
+        "arguments": ["2"],
+        "driver": {"serviceAccount": DRIVER_SERVICE_ACCOUNT, "cores": 1, "coreRequest": "500m", "memory": "512m"},
+        # No kube-proxy here: the driver reaches the API server at the address pods can reach.
+        "sparkConf": {"spark.kubernetes.driver.master": pod_api_server_url(spark.cluster)},
+    }
+    manifest: dict[str, Any] = batchjob_manifest(sparkSpec=spec) | {"metadata": {"name": name}}
+    return manifest
+
+
+def scheduling(name: str, jobs: list[str], **spec: Any) -> dict[str, Any]:
+    manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": j} for j in jobs], **spec)
+    body: dict[str, Any] = manifest | {"metadata": {"name": name}}
+    return body
+
+
+def completed(cluster: LocalCluster, name: str) -> Callable[[], bool]:
+    return lambda: status(cluster, "scheduling", name).get("state") == "Completed"
+
+
+def driver_log(node: RealNode, pod: str) -> str:
+    return "".join(p.read_text() for p in sorted(node.pod_logs.glob(f"{NAMESPACE}_{pod}_*/*/*.log")))
+
+
+def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retried(
+    real_spark: RealSpark, history: PodHistory, record_property: Callable[[str, object], None]
+) -> None:
+    spark, cluster = real_spark, real_spark.cluster
+    baseline = default_scheduler_baseline(spark, history)
+
+    # A Testbed of two slots on the real node: its ghosts are pause containers the kubelet runs.
+    testbed = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
+    create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "tb"}})
+    ghosts = wait_for("the Testbed Ready with two running ghosts", lambda: real_ghosts(spark), timeout=90)
+    tasks = running_tasks(spark.node)
+    for ghost in spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST}):
+        assert ghost.status is not None
+        assert str((ghost.status.containerStatuses or [])[0].containerID).removeprefix("containerd://") in tasks
+
+    # An ordinary pod cannot take the reserved room: the default scheduler finds none, and cannot evict a ghost.
+    more_than_is_free = {"cpu": "1500m", "memory": "64Mi"}
+    create_in(cluster, NAMESPACE, sleeping_pod("ordinary", spark.image, more_than_is_free))
+    why = wait_for("the ordinary pod to be refused a node", unschedulable(spark, "ordinary"))
+    assert "Insufficient cpu" in why, why
+    assert real_ghosts(spark) == ghosts, "no ghost was evicted for it"
+    cluster.kubectl("delete", "-n", NAMESPACE, "pod", "ordinary", "--wait=true")
+
+    create_in(cluster, NAMESPACE, sparkpi_job(spark, "sparkpi"))
+    start = time.monotonic()
+    create_in(cluster, NAMESPACE, scheduling("pi", ["sparkpi", "sparkpi"]))
+    wait_for("the Scheduling to complete", completed(cluster, "pi"), timeout=300)
+
+    record = {j["name"]: j for j in status(cluster, "scheduling", "pi")["jobs"]}["sparkpi"]
+    job = status(cluster, "batchjob", "sparkpi")
+    assert (record["state"], sorted(record["slots"])) == ("Succeeded", [0, 1]), job.get("message")
+    (run,) = job["runs"]
+    assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", [0, 1], [NODE]), run
+    executors = history.with_role(ROLE_EXECUTOR)
+    assert len(executors) == 2, sorted(history.pods)
+    assert {e.labels[JOB_LABEL] for e in executors.values()} == {"sparkpi"}
+    assert sorted(int(e.labels[SLOT_LABEL]) for e in executors.values()) == [0, 1], "one executor in each slot"
+    assert all(e.node == NODE and e.running for e in executors.values()), executors
+    assert history.refused() == {}, "the kubelet admitted every pod"
+    assert "Pi is roughly 3.1" in driver_log(spark.node, "sparkpi-driver")
+
+    # The executors are gone: the slots hold new ghosts, running again.
+    returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(spark), timeout=90)
+    assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for an executor"
+
+    created = min(e.created for e in executors.values())
+    placed = max(e.running or 0 for e in executors.values())
+    record_property(
+        "figure",
+        f"  Scheduling created -> both executors running in their slots: {placed - start:.1f} s\n"
+        f"    of which operator + spark-submit + driver until the executor pods exist: {created - start:.1f} s,\n"
+        f"    executor pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
+        f"{placed - created:.1f} s\n"
+        f"  the same two pods placed by the default scheduler on the same node -> running: {baseline:.1f} s",
+    )
+
+    # A driver that fails (its main class does not exist): the run fails with the operator's reason and is
+    # retried per the Scheduling's spec.retry, on fresh slots; the Scheduling still completes.
+    cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "pi", "--wait=true", "--timeout=60s")
+    create_in(cluster, NAMESPACE, sparkpi_job(spark, "nopi", main_class="org.apache.spark.examples.NoSuchPi"))
+    create_in(cluster, NAMESPACE, scheduling("broken", ["nopi", "nopi"], retry={"limit": 1, "backoffSeconds": 1}))
+    wait_for("the broken Scheduling to complete", completed(cluster, "broken"), timeout=300)
+
+    record = {j["name"]: j for j in status(cluster, "scheduling", "broken")["jobs"]}["nopi"]
+    assert (record["state"], record["attempt"]) == ("Failed", 2), record
+    runs = status(cluster, "batchjob", "nopi")["runs"]
+    assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "Failed"), (2, "Failed")], runs
+    assert "driver container failed" in record["message"], record["message"]
+    condition = next(c for c in status(cluster, "scheduling", "broken")["conditions"] if c["type"] == "Completed")
+    assert (condition["reason"], condition["message"]) == ("JobsFailed", "failed: nopi")
+    assert "NoSuchPi" in driver_log(spark.node, "nopi-driver")
+    assert history.refused() == {}, "the kubelet admitted every pod"
