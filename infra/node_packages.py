@@ -62,6 +62,11 @@ def ensure() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     cli = argparse.ArgumentParser(prog="python -m infra.node_packages", description=__doc__.split("\n\n")[0])
     cli.add_argument("command", choices=["ensure", "status"])
+    cli.add_argument(
+        "--optional",
+        action="store_true",
+        help="when they cannot be installed (no root, no apt-get), say so and succeed: real nodes are then skipped",
+    )
     args = cli.parse_args(argv)
     try:
         if args.command == "ensure":
@@ -72,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"missing: {', '.join(absent)}" if absent else "every node package is installed")
             return 1 if absent else 0
     except DebianError as error:
+        if args.optional:
+            print(f"infra.node_packages: {error}; real nodes cannot run here, their tests are skipped", file=sys.stderr)
+            return 0
         print(f"infra.node_packages: {error}", file=sys.stderr)
         return 1
     return 0
