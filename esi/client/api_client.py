@@ -596,7 +596,7 @@ class EsiClient(_Base):
     def ready(self) -> bool:
         """Whether the API answers ``/readyz`` with success (it needs no token); unreachable is not ready."""
         try:
-            return self._send(_Call("GET", "/readyz", _ready, namespaced=False))
+            return self._send(_Call("GET", "/readyz", _ready, namespaced=False, viewed=False))
         except (ApiStatusError, EsiConnectionError):
             return False
 
@@ -738,7 +738,7 @@ class AsyncEsiClient(_Base):
 
     async def ready(self) -> bool:
         try:
-            return await self._send(_Call("GET", "/readyz", _ready, namespaced=False))
+            return await self._send(_Call("GET", "/readyz", _ready, namespaced=False, viewed=False))
         except (ApiStatusError, EsiConnectionError):
             return False
 

@@ -25,6 +25,10 @@ from tests.integration.kube import PodWatcher, create_in, create_testbed, wait_f
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
+# How long a Scheduling of simulated jobs may take to complete: seconds when the machine is quiet; the bound is
+# for a 2-core machine that also runs real JVMs (test_real_spark.py) beside these tests.
+COMPLETION = 300
+
 
 def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
     out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
@@ -113,7 +117,7 @@ def test_a_spark_job_runs_in_its_slots_then_is_released(
     spark_job(esi_stack, namespace, "wordcount")
     scheduling(esi_stack, namespace, "s", ["wordcount", "wordcount"])
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
     record = job_records(esi_stack, namespace, "s")["wordcount"]
     assert (record["state"], sorted(record["slots"])) == ("Succeeded", [0, 1])
     job = status(esi_stack, namespace, "batchjob", "wordcount")
@@ -145,7 +149,7 @@ def test_a_flink_job_runs_in_its_slots(
     create_in(esi_stack, namespace, batchjob_manifest(sparkSpec=None, flinkSpec=FLINK) | {"metadata": {"name": "wc"}})
     scheduling(esi_stack, namespace, "s", ["wc"] * 4)
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
     job = status(esi_stack, namespace, "batchjob", "wc")
     assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
     assert sorted(job["runs"][0]["slots"]) == [0, 1, 2, 3]
@@ -163,7 +167,7 @@ def test_the_originals_manifests_run_as_they_are(
     testbed = {"name": "tb", "namespace": namespace}
     create_in(esi_stack, namespace, original_queue_scheduling("test-scheduling", testbed, queue))
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "test-scheduling"), timeout=120)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "test-scheduling"), timeout=COMPLETION)
     job = status(esi_stack, namespace, "batchjob", "batchjob-flink")
     assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
     assert sorted(job["runs"][0]["slots"]) == [0, 1]
@@ -219,7 +223,7 @@ def test_a_second_scheduling_waits_for_a_shared_job_and_runs_after_the_first_is_
     for job in ("shared", "own"):
         spark_job(esi_stack, namespace, job)
     scheduling(esi_stack, namespace, "first", ["shared"])
-    wait_for("the first to complete", completed(esi_stack, namespace, "first"), timeout=120)
+    wait_for("the first to complete", completed(esi_stack, namespace, "first"), timeout=COMPLETION)
     scheduling(esi_stack, namespace, "second", ["shared", "own"])
 
     waiting = wait_for(
@@ -233,7 +237,7 @@ def test_a_second_scheduling_waits_for_a_shared_job_and_runs_after_the_first_is_
     assert "batchjob.own" not in holds, "nothing is held by a Scheduling that cannot hold everything"
 
     esi_stack.kubectl("delete", "-n", namespace, "scheduling", "first", "--wait=true", "--timeout=60s")
-    wait_for("the second to complete", completed(esi_stack, namespace, "second"), timeout=120)
+    wait_for("the second to complete", completed(esi_stack, namespace, "second"), timeout=COMPLETION)
     runs = status(esi_stack, namespace, "batchjob", "shared")["runs"]
     assert [r["scheduling"] for r in runs] == ["first", "second"]
 
@@ -333,7 +337,7 @@ def test_online_edits_of_a_running_scheduling_take_effect(
         "patch", "-n", namespace, "scheduling", "s", "--type=merge", "-p", json.dumps({"spec": {"queueBased": queue}})
     )
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
     records = job_records(esi_stack, namespace, "s")
     assert {n: r["state"] for n, r in records.items()} == {long: "Succeeded", "appended": "Succeeded"}
     removed = status(esi_stack, namespace, "batchjob", "removed")
@@ -390,7 +394,7 @@ def test_slot_lists_run_each_job_on_exactly_its_slots(
     manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=None, slotBased=slot_based)
     create_in(esi_stack, namespace, manifest | {"metadata": {"name": "s"}})
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=120)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
     records = job_records(esi_stack, namespace, "s")
     assert {n: (r["state"], sorted(r["slots"])) for n, r in records.items()} == {
         n: ("Succeeded", ids) for n, ids in lists.items()
