@@ -16,20 +16,17 @@ derives the tag from what goes into the root filesystem (a version, a digest of 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import toolchain
+from infra import commands, toolchain
 
 __all__ = [
     "BuiltImage",
@@ -68,25 +65,7 @@ def cache_dir() -> Path:
 
 
 def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 600) -> str:
-    try:
-        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise ImageError(f"{what}: `{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
-    except FileNotFoundError as err:
-        raise ImageError(f"{what}: {cmd[0]} is not installed (make node-packages)") from err
-    if done.returncode != 0:
-        output = done.stderr.strip() or done.stdout.strip()
-        raise ImageError(f"{what}: `{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
-    return done.stdout
-
-
-@contextlib.contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """One builder at a time (parallel test workers build the same image)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return commands.run(cmd, error=ImageError, what=what, timeout=timeout, install_hint=" (make node-packages)")
 
 
 def _layer(rootfs: Path, tar_path: Path) -> None:
@@ -124,7 +103,7 @@ def build_image(
     archive = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', f'{name}_{tag}')}-{digest}.tar"
     if archive.is_file():
         return BuiltImage(reference, archive)
-    with _exclusive(cache_dir()):
+    with commands.exclusive(cache_dir() / ".lock"):  # one builder at a time (parallel test workers)
         if archive.is_file():  # another worker built it while we waited
             return BuiltImage(reference, archive)
         with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".build-") as scratch:

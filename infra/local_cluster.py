@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra import toolchain
+from infra import commands, toolchain
 
 __all__ = ["ClusterError", "LocalCluster", "NodeSpec", "free_port", "node_manifest", "process_alive"]
 
@@ -98,22 +96,7 @@ def _run(
     input_text: str | None = None,
     timeout: float = 300,
 ) -> str:
-    try:
-        done = subprocess.run(
-            [str(c) for c in cmd],
-            env=env,
-            input=input_text,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise ClusterError(f"`{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
-    if done.returncode != 0:
-        output = done.stderr.strip() or done.stdout.strip()
-        raise ClusterError(f"`{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
-    return done.stdout
+    return commands.run(cmd, error=ClusterError, timeout=timeout, env=env, input_text=input_text)
 
 
 def _established(crd: Mapping[str, Any]) -> bool:
@@ -217,7 +200,7 @@ class LocalCluster:
         config_path.write_text(json.dumps(self._kwokctl_config(), indent=2))
         # One kwokctl create at a time on a machine: two at once can pick the same free port, and one of
         # them then waits for a control plane that never comes up.
-        with _machine_lock("kwokctl-create"):
+        with commands.exclusive(Path(tempfile.gettempdir()) / "esi-kwokctl-create.lock"):
             _run(
                 [
                     toolchain.binary("kwokctl"),
@@ -350,17 +333,6 @@ class LocalCluster:
             return int((self._processes_dir / f"{name}.pid").read_text())
         except (FileNotFoundError, ValueError):
             return None
-
-
-@contextlib.contextmanager
-def _machine_lock(name: str) -> Iterator[None]:
-    """Held by one process of the machine at a time (an exclusive flock on a file in the temp directory)."""
-    with open(Path(tempfile.gettempdir()) / f"esi-{name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def process_alive(pid: int) -> bool:

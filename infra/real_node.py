@@ -40,7 +40,6 @@ path must stay under 108 bytes, and a cluster's directory can be deep.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import ipaddress
 import json
@@ -48,15 +47,14 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from esi.objects.ghosts import GHOST_IMAGE
-from infra import images, toolchain
+from infra import commands, images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port, process_alive
 from infra.node_packages import CNI_BIN_DIR, missing
 
@@ -165,23 +163,7 @@ def _advertised_address(cluster: LocalCluster) -> str:
 
 
 def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 60, check: bool = True) -> str:
-    try:
-        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as err:
-        raise RealNodeError(f"{what}: `{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
-    if check and done.returncode != 0:
-        output = done.stderr.strip() or done.stdout.strip()
-        raise RealNodeError(f"{what}: `{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
-    return done.stdout
-
-
-@contextlib.contextmanager
-def _subnet_lock() -> Iterator[None]:
-    """Subnets are chosen machine-wide (clusters of several test sessions and the local stack side by side)."""
-    SHORT_ROOT.mkdir(parents=True, exist_ok=True)
-    with (SHORT_ROOT / "subnets.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return commands.run(cmd, error=RealNodeError, what=what, timeout=timeout, check=check)
 
 
 def _routed_networks() -> list[ipaddress.IPv4Network]:
@@ -335,7 +317,8 @@ class RealNode:
         recorded = self.directory / "subnet"
         if recorded.is_file():
             return ipaddress.IPv4Network(recorded.read_text().strip())
-        with _subnet_lock():
+        # Subnets are chosen machine-wide (several test sessions' clusters and the local stack side by side).
+        with commands.exclusive(SHORT_ROOT / "subnets.lock"):
             taken = _routed_networks()
             taken += [ipaddress.IPv4Network(p.read_text().strip()) for p in SHORT_ROOT.glob("*/subnet")]
             for candidate in POD_NETWORK.subnets(new_prefix=24):

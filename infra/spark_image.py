@@ -31,14 +31,13 @@ import hashlib
 import inspect
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from infra import images, toolchain
+from infra import commands, images, toolchain
 
 __all__ = [
     "DEBIAN_PACKAGES",
@@ -184,24 +183,8 @@ def _digest(*parts: str) -> str:
 
 
 def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 900, cwd: Path | None = None) -> str:
-    try:
-        done = subprocess.run(
-            [str(c) for c in cmd],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd=cwd,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        )
-    except subprocess.TimeoutExpired as err:
-        raise SparkImageError(f"{what}: `{' '.join(map(str, cmd))}` timed out after {timeout:.0f}s") from err
-    except FileNotFoundError as err:
-        raise SparkImageError(f"{what}: {cmd[0]} is not installed") from err
-    if done.returncode != 0:
-        output = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-20:])
-        raise SparkImageError(f"{what}: `{' '.join(map(str, cmd))}` failed (exit {done.returncode}):\n{output}")
-    return done.stdout
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return commands.run(cmd, error=SparkImageError, what=what, timeout=timeout, cwd=cwd, env=env, last_lines=20)
 
 
 @contextlib.contextmanager

@@ -10,18 +10,17 @@ When an integration test fails, the lines each component logged while it ran are
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
+from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, NodeSpec
 
 SESSION_ENV = "ESI_TEST_SESSION"
@@ -61,15 +60,6 @@ def _cluster_of(session: str) -> LocalCluster:
     return LocalCluster(name=f"esi-{session}", workdir=_session_dir(session) / "kwok")
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive file lock: one pytest worker at a time does what the block does."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
 def _reap_abandoned_sessions() -> None:
     """Delete clusters of earlier sessions whose pytest died before it could (killed, machine rebooted)."""
     if not SESSIONS_ROOT.is_dir():
@@ -95,7 +85,7 @@ def cluster(pytestconfig: pytest.Config) -> LocalCluster:
     session = os.environ[SESSION_ENV]
     directory = _session_dir(session)
     local = _cluster_of(session)
-    with locked(directory / "create.lock"):
+    with exclusive(directory / "create.lock"):
         if not local.exists():
             owner = os.getppid() if not _is_controller(pytestconfig) else os.getpid()
             (directory / "owner.pid").write_text(str(owner))

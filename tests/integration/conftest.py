@@ -20,9 +20,9 @@ from api.threaded import serve_in_thread
 from esi.objects import priority
 from esi.objects.names import SCHEDULER_NAME
 from esi.resources.crds import DEFINITIONS, crd
+from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
-from tests.conftest import locked
 from tests.integration.kube import ensure_process, namespace_manifest, priority_class, wait_for
 from tests.integration.sim_fixtures import esi_sim, sim_crds, sim_garbage_collected  # noqa: F401 (fixtures)
 
@@ -99,7 +99,7 @@ def ensure_operators(cluster: LocalCluster) -> None:
 
 def kill_operators(cluster: LocalCluster) -> None:
     """What a crash does: the process is killed at once (no SIGTERM grace), whatever it was doing."""
-    with locked(cluster.directory / "esi-operators.lock"):
+    with exclusive(cluster.directory / "esi-operators.lock"):
         cluster.stop_process("esi-operators", timeout=0)
 
 
@@ -149,7 +149,7 @@ def esi_stack(
     and the second kube-scheduler ``esi-scheduler`` calling it — as ``make up`` runs them. One per session."""
     api = esi_api(esi_operators)
     settings = SecondSchedulerSettings(SCHEDULER_NAME, f"{api.extender_url}")
-    with locked(esi_operators.directory / "esi-scheduler.lock"):
+    with exclusive(esi_operators.directory / "esi-scheduler.lock"):
         scheduler = SecondScheduler(esi_operators, settings)
         if not scheduler.running():
             scheduler.start()

@@ -15,8 +15,8 @@ from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, free_port
-from tests.conftest import locked
 from tests.manifests import testbed_manifest
 
 T = TypeVar("T")
@@ -140,7 +140,7 @@ def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[
     """Start a component of the session's cluster once for all pytest workers (``argv`` given the port its
     ``/healthz`` is to answer on); return that port once it answers."""
     port_file = cluster.directory / f"{name}.port"
-    with locked(cluster.directory / f"{name}.lock"):
+    with exclusive(cluster.directory / f"{name}.lock"):
         if not cluster.process_running(name):
             port = free_port()
             cluster.start_process(name, argv(port))

@@ -22,9 +22,9 @@ import time
 import pytest
 from lightkube.generic_resource import create_namespaced_resource
 
+from infra.commands import exclusive
 from infra.local_cluster import LocalCluster
 from sim.crds import FLINK, SPARK, application_crds
-from tests.conftest import locked
 from tests.integration.kube import ensure_process
 
 __all__ = [
@@ -68,7 +68,7 @@ def sim_garbage_collected(sim_crds: LocalCluster) -> LocalCluster:
     collected: at most ~30 s, once per session.
     """
     ready = sim_crds.directory / "sim-gc.ready"
-    with locked(sim_crds.directory / "sim-gc.lock"):
+    with exclusive(sim_crds.directory / "sim-gc.lock"):
         if not ready.exists():
             _wait_for_garbage_collection(sim_crds)
             ready.touch()

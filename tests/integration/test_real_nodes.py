@@ -22,9 +22,9 @@ from lightkube.codecs import from_dict
 from lightkube.resources.core_v1 import Node, Pod
 
 from infra import images
+from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
-from tests.conftest import locked
 from tests.integration.kube import get_or_none, wait_for
 
 if (reason := unavailable_reason()) is not None:
@@ -41,7 +41,7 @@ def real_node(cluster: LocalCluster) -> RealNode:
         cluster,
         RealNodeSpec("real-shared", cpu="1", memory="2Gi", labels={"esi.test/pool": "real"}, taints=(REAL_TAINT,)),
     )
-    with locked(cluster.directory / "real-node.lock"):
+    with exclusive(cluster.directory / "real-node.lock"):
         node.start()
         images.import_image(images.busybox_image(), node.containerd_socket)
     return node
