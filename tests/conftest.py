@@ -5,7 +5,8 @@ automatically) share one local cluster per test session, even across pytest-xdis
 worker that needs it creates it under a file lock, and the controlling process deletes it when the session
 ends. Set ``ESI_KEEP_CLUSTER=1`` to keep it for inspection (its directory is printed).
 
-When an integration test fails, the lines each component logged while it ran are added to its report.
+When an integration test fails, the lines each component logged while it ran are added to its report, and
+what its namespace (the ``namespace`` fixture) holds: esi's objects, the applications, pods and Events.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from infra.commands import exclusive
-from infra.local_cluster import LocalCluster, NodeSpec
+from infra.local_cluster import ClusterError, LocalCluster, NodeSpec
 
 SESSION_ENV = "ESI_TEST_SESSION"
 SESSIONS_ROOT = Path(tempfile.gettempdir()) / "esi-test-clusters"
@@ -133,7 +134,29 @@ def pytest_runtest_makereport(
                 shown = lines[-LOG_LINES_PER_COMPONENT:]
                 skipped = f"[{len(lines) - len(shown)} earlier lines in {path}]\n" if len(lines) > len(shown) else ""
                 report.sections.append((f"component log: {name}", skipped + "\n".join(shown)))
+        namespace = getattr(item, "funcargs", {}).get("namespace")
+        if report.when == "call" and isinstance(namespace, str):
+            report.sections.append((f"objects in namespace {namespace}", _namespace_contents(local, namespace)))
     return report
+
+
+def _namespace_contents(cluster: LocalCluster, namespace: str) -> str:
+    """What a failed test left in its namespace, as ``kubectl get`` shows it, and the namespace's Events."""
+    kinds = "testbeds,schedulings,batchjobs,sparkapplications,flinkdeployments,pods"
+    try:
+        objects = cluster.kubectl("get", "-n", namespace, kinds, "-o", "wide", "--ignore-not-found")
+        messages = cluster.kubectl(
+            "get",
+            "-n",
+            namespace,
+            "schedulings,batchjobs",
+            "-o",
+            "jsonpath={range .items[*]}{.kind}/{.metadata.name}: {.status.message}{'\\n'}{end}",
+        )
+        events = cluster.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
+    except ClusterError as err:  # a report of a failure must not fail
+        return f"could not list the namespace: {err}"
+    return f"{objects}\n{messages}\n{events}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
