@@ -47,13 +47,13 @@ node-packages: ## Debian's containerd, runc, CNI plugins, umoci, skopeo, a JRE f
 	$(PYTHON) -m infra.node_packages ensure --optional
 
 test: lint typecheck tools venv browser node-packages ## the whole suite: lint, types, unit and integration tests
-	$(BIN)/pytest -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: venv ## unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 integration: tools venv browser node-packages ## integration tests only (one shared local cluster)
-	$(BIN)/pytest -n $(WORKERS) tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup tests/integration $(PYTEST_ARGS)
 
 lint: venv ## ruff lint and format check; the import contracts of .importlinter
 	$(BIN)/ruff check .

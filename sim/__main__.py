@@ -1,8 +1,9 @@
 """Run the simulated Spark and Flink operators: ``python -m sim --kubeconfig PATH [options]``.
 
 Acts on every SparkApplication (sparkoperator.k8s.io/v1beta2) and FlinkDeployment (flink.apache.org/v1beta1)
-in the cluster as the kubeflow Spark operator and the Apache Flink Kubernetes operator would, creating
-their pods and reporting their status, for a local cluster whose nodes run no containers. A run starts
+in the cluster (or in the --namespace ones) as the kubeflow Spark operator and the Apache Flink Kubernetes
+operator would, creating their pods and reporting their status, for a local cluster whose nodes run no
+containers. A run starts
 when all its executors (TaskManagers) run and lasts what the co-location table says for its job (the pod
 label esi.tu-berlin.de/job, else the application's name) next to the jobs of other applications'
 executors on the same nodes, times --time-scale. Install the CRDs first (crds/sim/, or
@@ -115,6 +116,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "it, e.g. 0.1 (default: %(default)s, every run takes exactly the table's time)",
     )
     parser.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        dest="namespaces",
+        metavar="NAMESPACE",
+        help="act only on applications in NAMESPACE (repeatable; default: every namespace), e.g. to leave "
+        "others to a real operator",
+    )
+    parser.add_argument(
         "--seed", type=int, default=0, help="seed of the random failures and jitter; same seed, same runs (default: 0)"
     )
     return parser.parse_args(argv)
@@ -139,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     settings = SimSettings(model, failure_rate=args.failure_rate, seed=args.seed, runtime_jitter=args.runtime_jitter)
     kopf.run(
-        clusterwide=True,
+        clusterwide=not args.namespaces,
+        namespaces=args.namespaces,
         standalone=True,
         liveness_endpoint=args.liveness,
         memo=kopf.Memo(sim_settings=settings),

@@ -8,11 +8,14 @@ actions, and every write the shell makes is conditional on the application's res
 decision taken on an outdated view is refused rather than applied.
 
 **SparkApplication** (``applicationState.state``): "" -> SUBMITTED (driver pod created) -> RUNNING (driver
-running; executors created) -> COMPLETED or FAILED (with ``errorMessage``); SUBMISSION_FAILED when the
-spec cannot become pods. Also ``driverInfo.podName``, ``executorState`` (per executor pod: PENDING,
-RUNNING, COMPLETED, FAILED), ``sparkApplicationId``, ``submissionID``, ``submissionAttempts``,
-``executionAttempts``, ``lastSubmissionAttemptTime``, ``terminationTime``. At the end the executors are
-deleted (as the driver does) and the driver pod's phase becomes Succeeded or Failed; the driver stays.
+running; executors created) -> SUCCEEDING or FAILING (the driver ended) -> COMPLETED or FAILED (with
+``errorMessage``); SUBMISSION_FAILED when the spec cannot become pods. Also ``driverInfo.podName``,
+``executorState`` (per executor pod: PENDING, RUNNING, COMPLETED, FAILED; UNKNOWN for one deleted while the
+application runs), ``sparkApplicationId``, ``submissionID``, ``submissionAttempts``, ``executionAttempts``,
+``lastSubmissionAttemptTime``, ``terminationTime``. At the end the executors are deleted (as the driver does)
+and the driver pod's phase becomes Succeeded or Failed; the driver stays. An executor lost (its pod deleted,
+or failed) is replaced by one with the next id, as Spark's driver does; more failed executors than
+``spark.executor.maxNumFailures`` (default twice the executors, at least 3) fail the application.
 
 **FlinkDeployment**: ``lifecycleState`` CREATED -> DEPLOYED (JobManager created) -> STABLE (job running),
 or FAILED; ``jobManagerDeploymentStatus`` DEPLOYING -> READY -> MISSING once the job is over;
@@ -31,13 +34,14 @@ A run fails instead of completing when the application's attempt (label ``esi.tu
 default 1) is at most the ``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts``
 (flinkConfiguration) setting, or by chance (``failure_rate``, drawn once per application from ``seed`` and
 its uid). With ``runtime_jitter``, each application also runs at a pace of its own (normally distributed
-around the model's, drawn the same way), as measured runs vary. A pod of a running application that
-disappears or fails fails the application ("executor lost").
+around the model's, drawn the same way), as measured runs vary. A TaskManager of a running Flink job that
+disappears or fails fails the job ("TaskManager lost"); a Spark run goes on with the replacement executor.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -68,7 +72,9 @@ from sim.pods import (
     spark_application_id,
     spark_driver_name,
     spark_driver_pod,
-    spark_executor_names,
+    spark_executor_count,
+    spark_executor_name,
+    spark_executor_number,
     spark_executor_pod,
 )
 from sim.runtime import InterferenceModel
@@ -90,6 +96,7 @@ __all__ = [
 ]
 
 SPARK_TERMINAL: Final = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
+SPARK_ENDING: Final = {"SUCCEEDING": "COMPLETED", "FAILING": "FAILED"}  # the driver ended -> what follows
 FLINK_TERMINAL_JOB: Final = ("FINISHED", "FAILED")
 
 
@@ -389,6 +396,8 @@ def _spark(step: _Step, settings: SimSettings) -> None:
         step.delete(step.role(PodRole.EXECUTOR))
         message = step.status["applicationState"].get("errorMessage", "")
         step.end(driver, succeeded=state == "COMPLETED", message=message)
+    elif state in SPARK_ENDING:
+        _spark_terminate(step, driver, SPARK_ENDING[state])
     elif step.run is not None and step.now >= step.run.ends_at:
         _spark_finish(step, step.run.failure)
     elif state == "":
@@ -400,14 +409,12 @@ def _spark(step: _Step, settings: SimSettings) -> None:
 def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, running_before: bool) -> None:
     """SUBMITTED or RUNNING: the executors come once the driver runs, the run starts once they all do."""
     try:
-        expected = spark_executor_names(step.app)
+        count = spark_executor_count(step.app)
     except SpecError as err:
         _spark_finish(step, str(err))
         return
-    executors = step.role(PodRole.EXECUTOR)
-    problem = _head_problem(
-        driver, f"driver pod {spark_driver_name(step.ref.name)}", was_running=running_before
-    ) or _lost(executors, expected, started=step.run is not None, what="executor")
+    name = spark_driver_name(step.ref.name)
+    problem = _head_problem(driver, f"driver pod {name}", was_running=running_before)
     if problem is not None:
         _spark_finish(step, problem)
         return
@@ -419,18 +426,53 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
     if not running_before:
         step.status["applicationState"] = {"state": "RUNNING"}
         step.event("SparkApplicationRunning", f"SparkApplication {step.ref.name} is running")
-    if step.run is None:
-        for number, name in enumerate(expected, start=1):
-            if name not in step.pods:
-                step.create(spark_executor_pod(step.app, number, driver))
-    step.status["executorState"] = {
+    executors = {pod.name: pod for pod in step.role(PodRole.EXECUTOR)}
+    seen = {
         **step.status.get("executorState", {}),
-        **{pod.name: _EXECUTOR_STATES.get(pod.phase, "UNKNOWN") for pod in executors},
+        **{pod.name: _EXECUTOR_STATES.get(pod.phase, "UNKNOWN") for pod in executors.values()},
     }
-    if step.run is None and _all_running(executors, expected):
-        step.start_run(settings, [pod for pod in executors if pod.name in expected])
+    lost = _lost_executors(seen, executors)
+    step.status["executorState"] = seen | lost
+    failed = sum(1 for state in lost.values() if state == "FAILED")
+    if failed > (limit := _max_executor_failures(step.app, count)):
+        _spark_finish(
+            step, f"executor lost: {failed} executors failed, more than spark.executor.maxNumFailures ({limit})"
+        )
+        return
+    step.delete(executors[name] for name in lost if name in executors)  # Spark removes a lost executor's pod
+    wanted = _wanted_executors(step.app, count, lost)
+    for number, name in wanted.items():
+        if name not in executors:
+            step.create(spark_executor_pod(step.app, number, driver))
+    live = [executors[name] for name in wanted.values() if name in executors]
+    if step.run is None and len(live) == len(wanted) and all(pod.running for pod in live):
+        step.start_run(settings, live)
     else:
-        step.slow_down_for_arrivals(settings, [pod for pod in executors if pod.name in expected])
+        step.slow_down_for_arrivals(settings, live)
+
+
+def _lost_executors(seen: Mapping[str, str], executors: Mapping[str, PodView]) -> dict[str, str]:
+    """The executors seen before that are gone, going or ended, each with the state it is left in: FAILED or
+    COMPLETED as its pod ended, else UNKNOWN (deleted while the application runs)."""
+    lost = {}
+    for name, state in seen.items():
+        pod = executors.get(name)
+        if pod is None or pod.terminating or pod.ended:
+            lost[name] = state if state in ("FAILED", "COMPLETED") else "UNKNOWN"
+    return lost
+
+
+def _wanted_executors(app: Mapping[str, Any], count: int, lost: Mapping[str, str]) -> dict[int, str]:
+    """The executors that should exist, by id: the first ``count`` ids no lost executor had."""
+    gone = {spark_executor_number(app, name) for name in lost}
+    numbers = (n for n in itertools.count(1) if n not in gone)
+    return {n: spark_executor_name(app, n) for n in itertools.islice(numbers, count)}
+
+
+def _max_executor_failures(app: Mapping[str, Any], count: int) -> int:
+    """``spark.executor.maxNumFailures``, else Spark's default: twice the executors, at least 3."""
+    conf = (app.get("spec") or {}).get("sparkConf") or {}
+    return _int_or(conf.get("spark.executor.maxNumFailures"), max(3, 2 * count))
 
 
 def _spark_submit(step: _Step, driver: PodView | None) -> None:
@@ -469,16 +511,30 @@ def _spark_submission_failed(step: _Step, message: str) -> None:
 
 
 def _spark_finish(step: _Step, failure: str | None) -> None:
-    """The driver exits: executors deleted, driver Succeeded/Failed, COMPLETED/FAILED."""
+    """The driver exits: executors deleted, driver Succeeded/Failed, SUCCEEDING/FAILING."""
     succeeded = failure is None
+    step.delete(step.role(PodRole.EXECUTOR))
+    step.end(step.pods.get(spark_driver_name(step.ref.name)), succeeded=succeeded, message=failure or "")
+    ending = "SUCCEEDING" if succeeded else "FAILING"
+    step.status["applicationState"] = {"state": ending} if succeeded else {"state": ending, "errorMessage": failure}
+    step.status["terminationTime"] = _time(step.now)
+
+
+def _spark_terminate(step: _Step, driver: PodView | None, ended: str) -> None:
+    """SUCCEEDING/FAILING -> COMPLETED/FAILED: what still runs goes; every executor seen ends in that state,
+    but one lost on the way is FAILED unless it completed (as the real operator records a deleted one)."""
+    succeeded = ended == "COMPLETED"
+    failure = step.status["applicationState"].get("errorMessage")
     executors = step.role(PodRole.EXECUTOR)
     step.delete(executors)
-    step.end(step.pods.get(spark_driver_name(step.ref.name)), succeeded=succeeded, message=failure or "")
-    ended = "COMPLETED" if succeeded else "FAILED"
-    known = {*step.status.get("executorState", {}), *(pod.name for pod in executors)}
-    step.status["executorState"] = dict.fromkeys(sorted(known), ended)
+    step.end(driver, succeeded=succeeded, message=failure or "")
+    states = step.status.get("executorState", {})
+    step.status["executorState"] = {
+        **{name: ended for name in (*states, *(pod.name for pod in executors))},
+        **{name: "FAILED" for name, state in states.items() if state in ("UNKNOWN", "FAILED")},
+        **{name: state for name, state in states.items() if state == "COMPLETED"},
+    }
     step.status["applicationState"] = {"state": ended} if succeeded else {"state": ended, "errorMessage": failure}
-    step.status["terminationTime"] = _time(step.now)
     if succeeded:
         step.event("SparkApplicationCompleted", f"SparkApplication {step.ref.name} completed")
     else:

@@ -1,20 +1,25 @@
 """The pods of a SparkApplication or FlinkDeployment, built as the real operators build them, and read back.
 
-**Spark** (kubeflow Spark operator + Spark's Kubernetes backend). The driver pod ``<app>-driver`` is owned by
-the SparkApplication; the driver then asks for the executors ``<app>-<id>-exec-<n>``, n = 1..instances,
-each owned by the driver pod (so deleting the application removes the driver and, through it, the
-executors: the garbage collector follows the owner references). ``<id>`` is the first 8 hex digits of the
-application's uid, so a restarted simulator finds the executors it created instead of making new ones.
-Labels: ``spark-role`` (driver/executor), ``spark-app-selector`` (the application id),
-``sparkoperator.k8s.io/app-name``, ``sparkoperator.k8s.io/launched-by-spark-operator``, on executors
-``spark-exec-id``; under them the template's labels, then the application's own ``metadata.labels``
-(except Kueue's ``kueue.x-k8s.io/``), then ``spec.<role>.labels`` (never overriding the operator's): the
-operator copies the application's labels onto the driver *and* every executor. Sizes as Spark makes them:
+**Spark** (kubeflow Spark operator without its mutating webhook + Spark's Kubernetes backend). The driver pod
+``<app>-driver`` is controlled by the SparkApplication; the driver then asks for the executors
+``<app>-<id>-exec-<n>``, n = 1..instances and, for each executor lost, the next n (Spark never reuses an id),
+each owned by the application and controlled by the driver pod (so deleting the application removes the
+driver and the executors: the garbage collector follows the owner references). ``<id>`` is the first 16 hex
+digits of the application's uid, so a restarted simulator finds the executors it created instead of making
+new ones (Spark's are random and the time, after the name the program gives itself: esi depends on neither).
+Labels: ``spark-role`` (driver/executor), ``spark-app-selector`` (the application id), ``spark-app-name``,
+``spark-version`` (``spec.sparkVersion``), ``sparkoperator.k8s.io/app-name``, ``…/launched-by-spark-operator``,
+``…/submission-id``, ``…/mutated-by-spark-operator`` on a pod without a template, on executors
+``spark-exec-id`` and ``spark-exec-resourceprofile-id``; under them the template's labels, then the
+application's own ``metadata.labels`` (except Kueue's ``kueue.x-k8s.io/``), then ``spec.<role>.labels``
+(never overriding the operator's): the operator copies the application's labels onto the driver *and* every
+executor. ``spec.<role>.template`` is the pod's base; scheduler, priority class, affinity and tolerations come
+only from it (the fields of ``spec.<role>`` reach a pod only through the webhook), node selectors from
+``spec.nodeSelector`` and Spark's ``spark.kubernetes.[<role>.]node.selector.*``. Sizes as Spark makes them:
 cpu request ``coreRequest`` else ``cores`` (default 1), cpu limit ``coreLimit``; memory request = limit =
 ``memory`` (default 1g) + ``memoryOverhead``, the overhead defaulting to max(384 MiB, 10% of the memory)
 (``spec.memoryOverheadFactor`` changes the 10%). A field left out of ``spec.<role>`` is taken from the
-matching ``sparkConf`` key (``spark.executor.instances``, ``spark.executor.memory``, ...), as Spark does;
-``spec.<role>.template`` is the base the fields are applied to.
+matching ``sparkConf`` key (``spark.executor.instances``, ``spark.executor.memory``, ...), as Spark does.
 
 **Flink** (Apache Flink Kubernetes operator, native Kubernetes, application mode). One JobManager pod
 ``<app>-<10 hex>-<5 hex>`` (as a Deployment's pod is named; the hex from the uid) owned by the
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,7 +71,9 @@ __all__ = [
     "spark_application_id",
     "spark_driver_name",
     "spark_driver_pod",
-    "spark_executor_names",
+    "spark_executor_count",
+    "spark_executor_name",
+    "spark_executor_number",
     "spark_executor_pod",
 ]
 
@@ -74,6 +82,11 @@ SPARK_APP_NAME_LABEL: Final = "sparkoperator.k8s.io/app-name"
 SPARK_APP_SELECTOR_LABEL: Final = "spark-app-selector"
 SPARK_LAUNCHED_LABEL: Final = "sparkoperator.k8s.io/launched-by-spark-operator"
 SPARK_EXEC_ID_LABEL: Final = "spark-exec-id"
+SPARK_RESOURCE_PROFILE_LABEL: Final = "spark-exec-resourceprofile-id"
+SPARK_PROGRAM_NAME_LABEL: Final = "spark-app-name"  # Spark's: the name the program runs under
+SPARK_VERSION_LABEL: Final = "spark-version"
+SPARK_SUBMISSION_LABEL: Final = "sparkoperator.k8s.io/submission-id"
+SPARK_MUTATED_LABEL: Final = "sparkoperator.k8s.io/mutated-by-spark-operator"
 FLINK_APP_LABEL: Final = "app"
 FLINK_COMPONENT_LABEL: Final = "component"
 FLINK_TYPE_LABEL: Final = "type"
@@ -166,26 +179,40 @@ def spark_application_id(ref: AppRef) -> str:
     return f"spark-{ref.uid_hex}"
 
 
-def spark_executor_names(app: Mapping[str, Any]) -> list[str]:
+def spark_executor_name(app: Mapping[str, Any], number: int) -> str:
+    """Executor ``number``'s pod name: Spark's ``<prefix>-exec-<id>``, the prefix from the uid (see above)."""
     ref = AppRef.of(app)
-    count = _spark_executor_count(app)
-    return [f"{ref.name}-{ref.uid_hex[:8]}-exec-{n}" for n in range(1, count + 1)]
+    return f"{ref.name}-{ref.uid_hex[:16]}-exec-{number}"
+
+
+def spark_executor_number(app: Mapping[str, Any], name: str) -> int | None:
+    """The executor id in the pod name ``name`` (None if it is not one of ``app``'s executor names)."""
+    prefix = spark_executor_name(app, 0).removesuffix("0")
+    number = name.removeprefix(prefix)
+    return int(number) if name.startswith(prefix) and number.isdigit() else None
 
 
 def spark_driver_pod(app: Mapping[str, Any]) -> dict[str, Any]:
     ref = AppRef.of(app)
     labels = {SPARK_ROLE_LABEL: "driver"}
-    return _spark_pod(app, "driver", spark_driver_name(ref.name), labels, ref.owner_reference())
+    return _spark_pod(app, "driver", spark_driver_name(ref.name), labels, [ref.owner_reference()])
 
 
 def spark_executor_pod(app: Mapping[str, Any], number: int, driver: PodView) -> dict[str, Any]:
-    """Executor ``number`` (1-based), owned by the driver pod as Spark's executors are."""
-    name = spark_executor_names(app)[number - 1]
-    labels = {SPARK_ROLE_LABEL: "executor", SPARK_EXEC_ID_LABEL: str(number)}
-    return _spark_pod(app, "executor", name, labels, owner_reference("v1", "Pod", driver.name, driver.uid))
+    """Executor ``number`` (1-based), owned by the application (the operator's template) and controlled by the
+    driver pod (Spark)."""
+    ref = AppRef.of(app)
+    name = spark_executor_name(app, number)
+    labels = {SPARK_ROLE_LABEL: "executor", SPARK_EXEC_ID_LABEL: str(number), SPARK_RESOURCE_PROFILE_LABEL: "0"}
+    owners: list[dict[str, Any]] = [
+        {"apiVersion": ref.type.api_version, "kind": ref.type.kind, "name": ref.name, "uid": ref.uid},
+        {"apiVersion": "v1", "kind": "Pod", "name": driver.name, "uid": driver.uid, "controller": True},
+    ]
+    return _spark_pod(app, "executor", name, labels, owners)
 
 
-def _spark_executor_count(app: Mapping[str, Any]) -> int:
+def spark_executor_count(app: Mapping[str, Any]) -> int:
+    """How many executors the application asks for (``spec.executor.instances``, else Spark's setting, else 1)."""
     spec = app.get("spec") or {}
     value = _spark_setting(spec, "executor", "instances", "spark.executor.instances")
     try:
@@ -204,40 +231,63 @@ def _spark_setting(spec: Mapping[str, Any], role: str, field: str, conf_key: str
 
 
 def _spark_pod(
-    app: Mapping[str, Any], role: str, name: str, role_labels: Mapping[str, str], owner: dict[str, Any]
+    app: Mapping[str, Any], role: str, name: str, role_labels: Mapping[str, str], owners: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    """A driver or executor pod as spark-submit and the driver make it from what the operator passes them
+    without its mutating webhook: the role's template, labels, annotations, account and sizes; scheduler,
+    priority, affinity and tolerations only from the template; node selectors from ``spec.nodeSelector`` and
+    the Spark configuration."""
     ref = AppRef.of(app)
     spec = app.get("spec") or {}
+    conf = spec.get("sparkConf") or {}
     pod_spec = spec.get(role) or {}
     template = pod_spec.get("template") or {}
     app_labels = (app.get("metadata") or {}).get("labels") or {}
+    operator_labels = {
+        SPARK_APP_NAME_LABEL: ref.name,
+        SPARK_LAUNCHED_LABEL: "true",
+        SPARK_SUBMISSION_LABEL: ref.uid,  # the simulator's submission id (status.submissionID)
+        **({SPARK_MUTATED_LABEL: "true"} if not template else {}),  # the webhook's to mutate
+    }
+    spark_labels = {
+        SPARK_APP_SELECTOR_LABEL: spark_application_id(ref),
+        SPARK_PROGRAM_NAME_LABEL: _kubernetes_name(ref.name),
+        **({SPARK_VERSION_LABEL: str(spec["sparkVersion"])} if spec.get("sparkVersion") else {}),
+        **role_labels,
+    }
     labels = {
         **((template.get("metadata") or {}).get("labels") or {}),
         **{key: value for key, value in app_labels.items() if not key.startswith(_KUEUE_LABEL_PREFIX)},
         **(pod_spec.get("labels") or {}),
-        SPARK_APP_NAME_LABEL: ref.name,
-        SPARK_APP_SELECTOR_LABEL: spark_application_id(ref),
-        SPARK_LAUNCHED_LABEL: "true",
-        **role_labels,
+        **operator_labels,
+        **spark_labels,
         APP_UID_LABEL: ref.uid,
     }
     annotations = {**((template.get("metadata") or {}).get("annotations") or {}), **(pod_spec.get("annotations") or {})}
-    scheduler = _spark_setting(spec, role, "schedulerName", f"spark.kubernetes.{role}.scheduler.name")
-    placement = {
-        "schedulerName": scheduler,
-        "priorityClassName": pod_spec.get("priorityClassName"),
-        "affinity": pod_spec.get("affinity"),
-        "tolerations": pod_spec.get("tolerations"),
-        "serviceAccountName": pod_spec.get("serviceAccount"),
-    }
-    node_selector = {**(spec.get("nodeSelector") or {}), **(pod_spec.get("nodeSelector") or {})}
+    scheduler = conf.get(f"spark.kubernetes.{role}.scheduler.name") or conf.get("spark.kubernetes.scheduler.name")
+    placement = {"schedulerName": scheduler, "serviceAccountName": pod_spec.get("serviceAccount")}
     container = {
         "name": f"spark-kubernetes-{role}",
         "image": pod_spec.get("image") or spec.get("image") or SPARK_IMAGE,
         "resources": _spark_resources(spec, role),
     }
+    node_selector = {
+        **(spec.get("nodeSelector") or {}),
+        **_conf_map(conf, "spark.kubernetes.node.selector."),
+        **_conf_map(conf, f"spark.kubernetes.{role}.node.selector."),
+    }
     pod_body = _pod_spec(template.get("spec") or {}, placement, node_selector, container)
-    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owner=owner, spec=pod_body)
+    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owners=owners, spec=pod_body)
+
+
+def _conf_map(conf: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    """The Spark settings ``<prefix><key>`` as a map of key to value."""
+    return {key.removeprefix(prefix): str(value) for key, value in conf.items() if key.startswith(prefix)}
+
+
+def _kubernetes_name(name: str) -> str:
+    """``name`` as Spark makes a label value of an application name: lower case, [a-z0-9-] only, 63 at most."""
+    return re.sub(r"[^a-z0-9-]", "-", name.lower())[:63]
 
 
 def _spark_resources(spec: Mapping[str, Any], role: str) -> dict[str, dict[str, str]]:
@@ -352,7 +402,7 @@ def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[st
     placement = {"serviceAccountName": template_spec.get("serviceAccountName") or spec.get("serviceAccount")}
     pod_body = _pod_spec(template_spec, placement, template_spec.get("nodeSelector") or {}, container)
     annotations = dict(metadata.get("annotations") or {})
-    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owner=owner, spec=pod_body)
+    return _pod(ref.namespace, name, labels=labels, annotations=annotations, owners=[owner], spec=pod_body)
 
 
 # --- common -----------------------------------------------------------------------------------------------
@@ -381,13 +431,13 @@ def _pod(
     *,
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
-    owner: dict[str, Any],
+    owners: list[dict[str, Any]],
     spec: dict[str, Any],
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
     if annotations:
         metadata["annotations"] = dict(annotations)
-    metadata["ownerReferences"] = [owner]
+    metadata["ownerReferences"] = owners
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

@@ -7,11 +7,13 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx2
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.codecs import from_dict
+from lightkube.core.resource import NamespacedResource
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
@@ -20,6 +22,7 @@ from infra.local_cluster import LocalCluster, free_port
 from tests.manifests import testbed_manifest
 
 T = TypeVar("T")
+R = TypeVar("R", bound=NamespacedResource)
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: KWOK runs no containers
 
 
@@ -150,11 +153,14 @@ def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[
     return port
 
 
-class PodWatcher:
-    """Calls ``note`` with every version of a namespace's pods (those with ``labels``), from a thread of its own,
-    until ``stop``: what a test needs to see of pods that come and go between two looks."""
+class Watcher(Generic[R]):
+    """Calls ``note`` with every version of a namespace's objects of ``kind`` (those with ``labels``), from a
+    thread of its own, until ``stop``: what a test needs to see of objects that come and go between two looks."""
 
-    def __init__(self, cluster: LocalCluster, namespace: str, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, cluster: LocalCluster, namespace: str, kind: type[R], labels: Mapping[str, str] | None = None
+    ) -> None:
+        self._kind = kind
         self._stop = threading.Event()
         # A client of its own: lightkube's watch renews itself for ever, so closing the client is what ends it.
         self._client = Client(config=KubeConfig.from_file(cluster.kubeconfig))
@@ -163,8 +169,8 @@ class PodWatcher:
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
-    def note(self, pod: Pod) -> None:
-        """One version of a pod, as the API server sent it (listed or watched)."""
+    def note(self, obj: R) -> None:
+        """One version of an object, as the API server sent it (listed or watched)."""
 
     def _watch(self) -> None:
         # Short watches, each resuming where the last ended (also when one is cut), so no event falls between
@@ -174,17 +180,22 @@ class PodWatcher:
         while not self._stop.is_set():
             try:
                 if version is None:
-                    listing = self._client.list(Pod, namespace=self._namespace, labels=self._labels)
-                    for pod in listing:
-                        self.note(pod)
+                    listing = self._client.list(self._kind, namespace=self._namespace, labels=self._labels)
+                    for obj in listing:
+                        self.note(obj)
                     version = listing.resourceVersion
                 watch = self._client.watch(
-                    Pod, namespace=self._namespace, labels=self._labels, server_timeout=2, resource_version=version
+                    self._kind,
+                    namespace=self._namespace,
+                    labels=self._labels,
+                    server_timeout=2,
+                    resource_version=version,
                 )
-                for _, pod in watch:
-                    self.note(pod)
-                    if pod.metadata is not None:
-                        version = pod.metadata.resourceVersion
+                for _, obj in watch:
+                    self.note(obj)
+                    metadata: ObjectMeta | None = getattr(obj, "metadata", None)
+                    if metadata is not None:
+                        version = metadata.resourceVersion
                     if self._stop.is_set():
                         return
             except ApiError as err:
@@ -202,4 +213,4 @@ class PodWatcher:
         self._stop.set()
         self._client.close()
         self._thread.join(timeout=10)
-        assert not self._thread.is_alive(), "the pod watcher did not stop"
+        assert not self._thread.is_alive(), f"the watcher of {self._kind.__name__} did not stop"

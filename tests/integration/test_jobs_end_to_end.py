@@ -21,7 +21,7 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
-from tests.integration.kube import PodWatcher, create_in, create_testbed, wait_for
+from tests.integration.kube import Watcher, create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
@@ -78,12 +78,12 @@ def new_testbed_on_nodes(
     return nodes
 
 
-class ExecutorRecorder(PodWatcher):
+class ExecutorRecorder(Watcher[Pod]):
     """Every executor pod of a namespace as it was seen running: (job, slot label, node), by pod name."""
 
     def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.seen: dict[str, tuple[str, int, str]] = {}
-        super().__init__(cluster, namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
+        super().__init__(cluster, namespace, Pod, labels={ROLE_LABEL: ROLE_EXECUTOR})
 
     def note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":

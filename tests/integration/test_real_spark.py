@@ -11,39 +11,51 @@ The BatchJob is what a user of the local cluster writes: the image, the driver's
 API server's address for the driver (``spark.kubernetes.driver.master``: there is no ``kubernetes`` Service
 behind a kube-proxy here). The image's entry point makes the driver reachable at its pod IP (no cluster DNS).
 
-One test function: its steps share the cluster, and pytest-xdist would give every test of a module-scoped
-cluster a cluster of its own on another worker.
+The simulator's conformance: beside the real operator, ``python -m sim`` handles a namespace of its own, with
+a KWOK node as big as the real one; the same BatchJob, an executor lost mid-run in both, and what esi depends
+on (pods' names, labels, owners, sizes and placement, the application's states) must be the same.
+
+The tests share the module's cluster: they are one xdist group (``make test`` distributes by group), or
+pytest-xdist would give each of them a cluster of its own on another worker.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from lightkube import Client, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
+from esi.objects.applications import SPARK
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_LABEL
 from infra import images
-from infra.local_cluster import LocalCluster
+from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
 from infra.real_node import unavailable_reason as real_nodes_unavailable
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
 from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from sim.crds import FLINK, application_crds
+from sim.names import APP_UID_LABEL
 from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
-from tests.integration.kube import PodWatcher, create_in, get_or_none, namespace_manifest, wait_for
+from tests.integration.kube import Watcher, create_in, ensure_process, get_or_none, namespace_manifest, wait_for
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
 if (reason := real_nodes_unavailable() or spark_operator_unavailable()) is not None:
     pytest.skip(f"SparkPi on a real node: {reason}", allow_module_level=True)
+
+pytestmark = pytest.mark.xdist_group("real-spark")
 
 NAMESPACE = "spark-jobs"
 NODE = "real-spark"
@@ -106,12 +118,12 @@ class PodLife:
     reasons: set[str] = field(default_factory=set)
 
 
-class PodHistory(PodWatcher):
+class PodHistory(Watcher[Pod]):
     """Every pod of the namespace as it was seen over time, by name."""
 
     def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.pods: dict[str, PodLife] = {}
-        super().__init__(cluster, namespace)
+        super().__init__(cluster, namespace, Pod)
 
     def note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None:
@@ -145,7 +157,11 @@ def history(real_spark: RealSpark) -> Iterator[PodHistory]:
 
 
 def status(cluster: LocalCluster, kind: str, name: str) -> dict[str, Any]:
-    out = cluster.kubectl("get", "-n", NAMESPACE, kind, name, "-o", "json", "--ignore-not-found")
+    return status_in(cluster, NAMESPACE, kind, name)
+
+
+def status_in(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
     found: dict[str, Any] = (json.loads(out).get("status") or {}) if out.strip() else {}
     return found
 
@@ -230,9 +246,15 @@ def unschedulable(spark: RealSpark, name: str) -> Callable[[], str | None]:
     return probe
 
 
-def sparkpi_job(spark: RealSpark, name: str, main_class: str = SPARK_PI_CLASS) -> dict[str, Any]:
-    """A Spark BatchJob as a user of the local cluster writes it."""
-    spec = {
+def sparkpi_job(
+    spark: RealSpark,
+    name: str,
+    main_class: str = SPARK_PI_CLASS,
+    arguments: Sequence[str] = ("2",),
+    driver_node: str | None = None,
+) -> dict[str, Any]:
+    """A Spark BatchJob as a user of the local cluster writes it; its driver on ``driver_node`` if given."""
+    spec: dict[str, Any] = {
         "type": "Scala",
         "mode": "cluster",
         "sparkVersion": spark_version(),
@@ -240,7 +262,7 @@ def sparkpi_job(spark: RealSpark, name: str, main_class: str = SPARK_PI_CLASS) -
         "imagePullPolicy": "Never",  # imported into the node: no registry is reachable
         "mainClass": main_class,
         "mainApplicationFile": f"local:///opt/spark/{SPARK_PI_JAR}",
-        "arguments": ["2"],
+        "arguments": list(arguments),
         # The driver's JVM is held to half a core (a cpu limit), as the executors are by their slots: the 2-core
         # machine runs the rest of the suite beside it.
         "driver": {
@@ -253,6 +275,8 @@ def sparkpi_job(spark: RealSpark, name: str, main_class: str = SPARK_PI_CLASS) -
         # No kube-proxy here: the driver reaches the API server at the address pods can reach.
         "sparkConf": {"spark.kubernetes.driver.master": pod_api_server_url(spark.cluster)},
     }
+    if driver_node is not None:  # Spark's own setting: spec.driver.nodeSelector takes the operator's webhook
+        spec["sparkConf"]["spark.kubernetes.driver.node.selector.kubernetes.io/hostname"] = driver_node
     manifest: dict[str, Any] = batchjob_manifest(sparkSpec=spec) | {"metadata": {"name": name}}
     return manifest
 
@@ -263,8 +287,8 @@ def scheduling(name: str, jobs: list[str], **spec: Any) -> dict[str, Any]:
     return body
 
 
-def completed(cluster: LocalCluster, name: str) -> Callable[[], bool]:
-    return lambda: status(cluster, "scheduling", name).get("state") == "Completed"
+def completed(cluster: LocalCluster, name: str, namespace: str = NAMESPACE) -> Callable[[], bool]:
+    return lambda: status_in(cluster, namespace, "scheduling", name).get("state") == "Completed"
 
 
 def driver_log(node: RealNode, pod: str) -> str:
@@ -324,7 +348,8 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
         f"    of which operator + spark-submit + driver until the executor pods exist: {created - start:.1f} s,\n"
         f"    executor pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
         f"{placed - created:.1f} s\n"
-        f"  the same two pods placed by the default scheduler on the same node -> running: {baseline:.1f} s",
+        f"  the same two pods placed by the default scheduler on the same node -> running: {baseline:.1f} s\n"
+        f"  placement and start, esi / default scheduler: x{(placed - created) / baseline:.1f}",
     )
 
     # A driver that fails (its main class does not exist): the run fails with the operator's reason and is
@@ -343,3 +368,208 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     assert (condition["reason"], condition["message"]) == ("JobsFailed", "failed: nopi")
     assert "NoSuchPi" in driver_log(spark.node, "nopi-driver")
     assert history.refused() == {}, "the kubelet admitted every pod"
+    # A completed Scheduling holds its Testbed until it is deleted: leave the Testbed to the next test.
+    cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "broken", "--wait=true", "--timeout=60s")
+
+
+# --- the simulator conforms -----------------------------------------------------------------------------------
+
+SIM_NAMESPACE = "sim-jobs"
+SIM_NODE = "kwok-spark"
+SIM_NODE_LABEL = "esi.test/sim-testbed"
+SIM_RUNTIME = 30  # seconds a simulated run of a job the co-location table does not know lasts
+# A run long enough to lose an executor in: 8 partitions of 3 s each, two at a time.
+LONG_PI = ["8", "3000"]
+# Labels only the simulator puts on pods: how it finds an application's pods (a real operator asks Spark).
+SIM_ONLY_LABELS = frozenset({APP_UID_LABEL})
+HEX = re.compile(r"[0-9a-f]{8,}(?:-[0-9a-f]{4,})*")
+SparkApplication = create_namespaced_resource(SPARK.group, SPARK.version, SPARK.kind, SPARK.plural)
+
+
+@pytest.fixture(scope="module")
+def simulated(real_spark: RealSpark) -> RealSpark:
+    """Beside the real operator: ``python -m sim`` for a namespace of its own, and a KWOK node as big as the real
+    one, labelled for a Testbed there."""
+    cluster = real_spark.cluster
+    create_in(cluster, SIM_NAMESPACE, namespace_manifest(SIM_NAMESPACE).to_dict())
+    rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(SIM_NAMESPACE)}
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
+    # The simulator also handles FlinkDeployments; the SparkApplication CRD stays the real operator's.
+    flink = [c for c in application_crds() if c["metadata"]["name"] == FLINK.crd_name]
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": flink}))
+    cluster.wait_for_crds([FLINK.crd_name])
+    cluster.add_nodes([NodeSpec(SIM_NODE, cpu="2", memory="3584Mi", labels={SIM_NODE_LABEL: "0"})])
+    argv = [sys.executable, "-m", "sim", f"--kubeconfig={cluster.kubeconfig}", f"--namespace={SIM_NAMESPACE}"]
+    argv.append(f"--default-runtime={SIM_RUNTIME}")
+    ensure_process(cluster, "esi-sim", lambda port: [*argv, f"--liveness=http://127.0.0.1:{port}/healthz"])
+    return real_spark
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two runs compared: its namespace, the node its Testbed's slots are on and the node's label."""
+
+    namespace: str
+    node: str
+    node_label: str
+
+    def normalized(self, value: Any) -> Any:
+        """``value`` with what differs between the two sides by construction (namespace, node, label, ids and
+        uids) replaced by placeholders."""
+        text = json.dumps(value, sort_keys=True)
+        for actual, placeholder in (
+            (self.namespace, "<namespace>"),
+            (self.node_label, "<label>"),
+            (self.node, "<node>"),
+        ):
+            text = text.replace(actual, placeholder)
+        return json.loads(HEX.sub("<hex>", text))
+
+
+REAL = Side(NAMESPACE, NODE, NODE_LABEL)
+SIMULATED = Side(SIM_NAMESPACE, SIM_NODE, SIM_NODE_LABEL)
+
+
+class Run:
+    """What one side showed of a run: every pod as first seen (as created) and when it ran, and the sequence of
+    the application's states."""
+
+    def __init__(self, cluster: LocalCluster, side: Side) -> None:
+        self.side = side
+        self.first_seen: dict[str, dict[str, Any]] = {}
+        self.slot: dict[str, str] = {}
+        self.running: set[str] = set()
+        self.states: list[str] = []
+        self.status: dict[str, Any] = {}
+        self._pods = _Calls(cluster, side.namespace, Pod, self._pod)
+        self._apps = _Calls(cluster, side.namespace, SparkApplication, self._app)
+
+    def _pod(self, pod: Any) -> None:
+        body = pod.to_dict()
+        name = body["metadata"]["name"]
+        self.first_seen.setdefault(name, body)
+        if slot := (body["metadata"].get("labels") or {}).get(SLOT_LABEL):
+            self.slot[name] = slot
+        if (body.get("status") or {}).get("phase") == "Running":
+            self.running.add(name)
+
+    def _app(self, app: Any) -> None:
+        self.status = app.to_dict().get("status") or {}
+        state = (self.status.get("applicationState") or {}).get("state", "")
+        if not self.states or self.states[-1] != state:
+            self.states.append(state)
+
+    def pods(self, role: str) -> dict[str, dict[str, Any]]:
+        return {
+            name: body
+            for name, body in self.first_seen.items()
+            if (body["metadata"].get("labels") or {}).get("spark-role") == role
+        }
+
+    def stop(self) -> None:
+        self._pods.stop()
+        self._apps.stop()
+
+
+class _Calls(Watcher[Any]):
+    def __init__(self, cluster: LocalCluster, namespace: str, kind: Any, call: Callable[[Any], None]) -> None:
+        self._call = call
+        super().__init__(cluster, namespace, kind)
+
+    def note(self, obj: Any) -> None:
+        self._call(obj)
+
+
+def name_shape(name: str) -> str:
+    """A pod's name, an executor's without its prefix: Spark names executors after what the program calls
+    itself, which sim cannot know."""
+    return "<prefix>-exec-" + name.rpartition("-exec-")[2] if "-exec-" in name else name
+
+
+def pod_shape(side: Side, pod: dict[str, Any]) -> Any:
+    """What esi depends on in a pod, normalized (``Side.normalized``)."""
+    metadata, spec = pod["metadata"], pod["spec"]
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in SIM_ONLY_LABELS}
+    if labels.get("spark-role") == "executor":  # the name the program gives itself, which sim cannot know
+        labels["spark-app-name"] = "<program>"
+    owners = [{k: v for k, v in ref.items() if k != "uid"} for ref in metadata.get("ownerReferences") or []]
+    return side.normalized(
+        {
+            "name": name_shape(metadata["name"]),
+            "labels": labels,
+            "owners": owners,
+            "resources": spec["containers"][0].get("resources"),
+            "schedulerName": spec.get("schedulerName"),
+            "priorityClassName": spec.get("priorityClassName"),
+            "affinity": spec.get("affinity"),
+            "tolerations": spec.get("tolerations"),
+            "nodeSelector": spec.get("nodeSelector"),
+        }
+    )
+
+
+def ensure_testbed(spark: RealSpark, side: Side) -> None:
+    """Testbed ``tb`` of two slots on the side's node, Ready with both slots free and held by no Scheduling."""
+    if not spark.cluster.kubectl("get", "-n", side.namespace, "testbed", "tb", "--ignore-not-found", "-o", "name"):
+        testbed = testbed_manifest(nodeLabel=side.node_label, slotsPerNode=2, resourcesPerSlot=SLOT)
+        create_in(spark.cluster, side.namespace, testbed | {"metadata": {"name": "tb"}})
+
+    def ready() -> bool:
+        table = status_in(spark.cluster, side.namespace, "testbed", "tb")
+        free = table.get("counts", {}).get("free") == 2
+        return table.get("state") == "Ready" and free and not table.get("scheduling")
+
+    wait_for(f"the Testbed in {side.namespace} Ready, both slots free, not held", ready, timeout=90)
+
+
+def lose_an_executor(spark: RealSpark, run: Run) -> str:
+    """Once both executors run, delete the first (as a node's failure or an eviction would); its name."""
+
+    def both_running() -> list[str] | None:
+        names = sorted(n for n in run.pods("executor") if n in run.running)
+        return names if len(names) == 2 else None
+
+    lost = wait_for(f"both executors running in {run.side.namespace}", both_running, timeout=240)[0]
+    spark.cluster.kubectl("delete", "-n", run.side.namespace, "pod", lost, "--wait=false")
+    return lost
+
+
+def test_the_simulator_runs_a_spark_job_as_the_real_operator_and_spark_do(simulated: RealSpark) -> None:
+    spark, cluster = simulated, simulated.cluster
+    runs: dict[Side, Run] = {}
+    try:
+        for side in (REAL, SIMULATED):
+            ensure_testbed(spark, side)
+            runs[side] = Run(cluster, side)
+            job = sparkpi_job(spark, "conform", arguments=LONG_PI, driver_node=side.node)
+            create_in(cluster, side.namespace, job)
+            create_in(cluster, side.namespace, scheduling("conform", ["conform", "conform"]))  # two slots
+        lost = {side: lose_an_executor(spark, run) for side, run in runs.items()}
+        for side in runs:
+            wait_for(
+                f"the Scheduling in {side.namespace} to complete",
+                completed(cluster, "conform", side.namespace),
+                timeout=300,
+            )
+    finally:
+        for run in runs.values():
+            run.stop()
+
+    shapes = {}
+    for side, run in runs.items():
+        job = status_in(cluster, side.namespace, "batchjob", "conform")
+        assert job["state"] == "Succeeded", (side.namespace, job.get("message"))
+        executors = run.pods("executor")  # as they appeared
+        assert len(executors) == 3, (side.namespace, list(executors))
+        *_, replacement = executors
+        assert replacement in run.running, f"the replacement executor {replacement} ran"
+        assert run.slot[replacement] == run.slot[lost[side]], "the replacement took the lost executor's slot"
+        (driver,) = run.pods("driver").values()
+        shapes[side] = {
+            "driver": pod_shape(side, driver),
+            "executors": [pod_shape(side, body) for body in executors.values()],
+            "states": run.states,
+            "executorState": {name_shape(name): state for name, state in run.status["executorState"].items()},
+            "status fields": sorted(run.status),
+        }
+    assert shapes[SIMULATED] == shapes[REAL]

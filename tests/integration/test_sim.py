@@ -107,9 +107,10 @@ def test_a_spark_application_runs_its_executors_and_completes(
         timeout=30,
     )
     for pod in executors:
-        assert re.fullmatch(r"wordcount-[0-9a-f]{8}-exec-[12]", pod.metadata.name)
+        assert re.fullmatch(r"wordcount-[0-9a-f]{16}-exec-[12]", pod.metadata.name)
         assert pod.metadata.labels.items() >= EXECUTOR_LABELS.items()
-        assert pod.metadata.ownerReferences[0].name == "wordcount-driver"
+        owners = {(o.kind, o.name, bool(o.controller)) for o in pod.metadata.ownerReferences}
+        assert owners == {("SparkApplication", "wordcount", False), ("Pod", "wordcount-driver", True)}
         (container,) = pod.spec.containers
         assert container.resources.requests == {"cpu": "1", "memory": "1Gi"}
         assert container.resources.limits == {"memory": "1Gi"}

@@ -14,6 +14,11 @@ def test_the_options_of_a_varying_scaled_workload() -> None:
     assert parse_args([]).runtime_jitter == 0.0
 
 
+def test_it_acts_in_every_namespace_unless_told_which() -> None:
+    assert parse_args([]).namespaces == []
+    assert parse_args(["--namespace", "a", "--namespace", "b"]).namespaces == ["a", "b"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

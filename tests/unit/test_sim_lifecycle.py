@@ -143,7 +143,11 @@ def test_a_spark_application_is_submitted_runs_and_completes() -> None:
     world.run_pods()
     running = world.step()
     assert world.status["applicationState"] == {"state": "RUNNING"}
-    assert sorted(world.pods) == ["wordcount-9f44a280-exec-1", "wordcount-9f44a280-exec-2", "wordcount-driver"]
+    assert sorted(world.pods) == [
+        "wordcount-9f44a280477d4827-exec-1",
+        "wordcount-9f44a280477d4827-exec-2",
+        "wordcount-driver",
+    ]
     assert world.status["executorState"] == {}  # created, not seen yet
     assert [e.reason for e in running.events] == ["SparkApplicationRunning"]
 
@@ -165,10 +169,15 @@ def test_a_spark_application_is_submitted_runs_and_completes() -> None:
     assert kinds(done) == ["DeletePod", "DeletePod", "EndPod", "WriteStatus"]
     assert list(world.pods) == ["wordcount-driver"]
     assert world.pods["wordcount-driver"].phase == "Succeeded"
+    assert world.status["applicationState"] == {"state": "SUCCEEDING"}
+    assert world.status["terminationTime"] == "2026-01-01T12:00:05Z"
+    completed = world.step()
+    assert kinds(completed) == ["WriteStatus"]
+    assert [e.reason for e in completed.events] == ["SparkApplicationCompleted"]
     assert world.status["applicationState"] == {"state": "COMPLETED"}
     assert world.status["executorState"] == {
-        "wordcount-9f44a280-exec-1": "COMPLETED",
-        "wordcount-9f44a280-exec-2": "COMPLETED",
+        "wordcount-9f44a280477d4827-exec-1": "COMPLETED",
+        "wordcount-9f44a280477d4827-exec-2": "COMPLETED",
     }
     assert world.status["terminationTime"] == "2026-01-01T12:00:05Z"
     assert world.step().actions == ()
@@ -309,20 +318,58 @@ def test_with_jitter_runs_vary_around_the_model_each_application_at_a_pace_of_it
     )
 
 
-def test_an_executor_deleted_during_the_run_fails_the_application() -> None:
+def test_a_lost_executor_is_replaced_under_the_next_id_and_the_run_goes_on() -> None:
     world = World(spark_job())
     world.settle()
+    plan = RunPlan.of(world.annotations)
 
-    del world.pods["wordcount-9f44a280-exec-2"]
-    lost = world.step()
+    del world.pods["wordcount-9f44a280477d4827-exec-1"]  # deleted: a node lost, an eviction
+    replaced = world.step()
 
-    assert kinds(lost) == ["DeletePod", "EndPod", "WriteStatus"]
+    assert kinds(replaced) == ["CreatePod", "WriteStatus"]
+    assert sorted(world.pods) == [
+        "wordcount-9f44a280477d4827-exec-2",
+        "wordcount-9f44a280477d4827-exec-3",
+        "wordcount-driver",
+    ]
+    assert world.status["applicationState"] == {"state": "RUNNING"}
+    assert world.status["executorState"]["wordcount-9f44a280477d4827-exec-1"] == "UNKNOWN"
+    world.settle()
+    assert RunPlan.of(world.annotations) == plan, "the run goes on as planned"
+    assert world.status["executorState"]["wordcount-9f44a280477d4827-exec-3"] == "RUNNING"
+
+    world.pods["wordcount-9f44a280477d4827-exec-3"] = _with(
+        world.pods["wordcount-9f44a280477d4827-exec-3"], phase="Failed"
+    )
+    world.settle()  # a failed executor's pod is removed and replaced too
+    assert sorted(world.pods) == [
+        "wordcount-9f44a280477d4827-exec-2",
+        "wordcount-9f44a280477d4827-exec-4",
+        "wordcount-driver",
+    ]
+    assert world.status["executorState"]["wordcount-9f44a280477d4827-exec-3"] == "FAILED"
+    assert plan is not None
+    world.pass_time(plan.ends_at)
+    world.settle()
+    assert world.status["applicationState"] == {"state": "COMPLETED"}
+
+
+def test_more_failed_executors_than_spark_allows_fail_the_application() -> None:
+    world = World(
+        spark_app(driver={"cores": 1}, executor=esi_executor(), sparkConf={"spark.executor.maxNumFailures": "1"})
+    )
+    world.settle()
+
+    for _ in range(2):
+        executor = next(p for p in world.pods.values() if p.role.value == "executor" and p.phase == "Running")
+        world.pods[executor.name] = _with(executor, phase="Failed")
+        world.settle()
+
     assert world.status["applicationState"] == {
         "state": "FAILED",
-        "errorMessage": "executor lost: wordcount-9f44a280-exec-2 was deleted",
+        "errorMessage": "executor lost: 2 executors failed, more than spark.executor.maxNumFailures (1)",
     }
-    assert world.pods["wordcount-driver"].phase == "Failed"
-    assert world.step().actions == ()
+    assert [p.role.value for p in world.pods.values()] == ["driver"]
 
 
 def test_an_executor_not_seen_yet_is_created_not_lost() -> None:
@@ -331,7 +378,7 @@ def test_an_executor_not_seen_yet_is_created_not_lost() -> None:
     world.run_pods()
     world.step()  # RUNNING, executors created
 
-    del world.pods["wordcount-9f44a280-exec-1"]  # e.g. the watch has not shown it yet
+    del world.pods["wordcount-9f44a280477d4827-exec-1"]  # e.g. the watch has not shown it yet
     again = world.step()
 
     assert kinds(again) == ["CreatePod", "WriteStatus"]
@@ -346,10 +393,12 @@ def test_a_deleted_driver_fails_a_running_application() -> None:
     world.step()
 
     assert world.status["applicationState"] == {
-        "state": "FAILED",
+        "state": "FAILING",
         "errorMessage": "driver pod wordcount-driver was deleted",
     }
     assert world.pods == {}
+    world.step()
+    assert world.status["applicationState"]["state"] == "FAILED"
 
 
 def test_a_finished_application_only_clears_what_is_left() -> None:

@@ -22,7 +22,8 @@ from sim.pods import (
     node_executor,
     pod_view,
     spark_driver_pod,
-    spark_executor_names,
+    spark_executor_count,
+    spark_executor_number,
     spark_executor_pod,
 )
 from sim.units import SpecError, flink_bytes, spark_mib
@@ -69,7 +70,9 @@ def spark_app(
 
 
 def esi_executor(**fields: Any) -> dict[str, Any]:
-    """An executor spec as esi's BatchJob reconciler writes it for two 700m/896Mi slots."""
+    """An executor spec as esi's BatchJob reconciler writes it for two 700m/896Mi slots: placement in the
+    template too (it reaches the pods without the operator's webhook)."""
+    placement = {"affinity": AFFINITY, "schedulerName": "esi-scheduler", "priorityClassName": "esi-executor"}
     return {
         "instances": 2,
         "cores": 1,
@@ -78,9 +81,8 @@ def esi_executor(**fields: Any) -> dict[str, Any]:
         "memory": "512m",
         "memoryOverhead": "384m",
         "labels": dict(ESI_LABELS),
-        "affinity": AFFINITY,
-        "schedulerName": "esi-scheduler",
-        "priorityClassName": "esi-executor",
+        **placement,
+        "template": {"metadata": {"labels": dict(ESI_LABELS)}, "spec": placement},
     } | fields
 
 
@@ -130,7 +132,8 @@ def resources(pod: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def test_the_spark_driver_is_owned_by_its_application_and_scheduled_normally() -> None:
-    app = spark_app(driver={"cores": 1, "memory": "512m", "labels": {"team": "a"}}, executor=esi_executor())
+    driver = {"cores": 1, "memory": "512m", "labels": {"team": "a"}, "nodeSelector": {"only": "the webhook's"}}
+    app = spark_app(driver=driver, executor=esi_executor(), sparkVersion="4.0.1")
 
     pod = spark_driver_pod(app)
 
@@ -140,10 +143,15 @@ def test_the_spark_driver_is_owned_by_its_application_and_scheduled_normally() -
         "team": "a",
         "spark-role": "driver",
         "spark-app-selector": "spark-9f44a280477d48279bd10f0fb82ecfb4",
+        "spark-app-name": "wordcount",
+        "spark-version": "4.0.1",
         "sparkoperator.k8s.io/app-name": "wordcount",
         "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+        "sparkoperator.k8s.io/submission-id": SPARK_UID,
+        "sparkoperator.k8s.io/mutated-by-spark-operator": "true",  # no template: left to the webhook
         APP_UID_LABEL: SPARK_UID,
     }
+    assert "nodeSelector" not in pod["spec"], "spec.driver.nodeSelector reaches a pod only through the webhook"
     (owner,) = pod["metadata"]["ownerReferences"]
     assert owner == {
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
@@ -175,13 +183,19 @@ def test_the_applications_own_labels_go_onto_the_driver_and_every_executor_as_th
 
 
 def test_spark_executors_request_exactly_what_esi_sized_them_to_and_carry_its_labels() -> None:
-    app = spark_app(executor=esi_executor(nodeSelector={"disk": "ssd"}, tolerations=[{"operator": "Exists"}]))
+    executor = esi_executor(tolerations=[{"operator": "Exists"}])
+    executor["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+    app = spark_app(executor=executor, nodeSelector={"disk": "ssd"})
     driver = running_view(spark_driver_pod(app))
 
     pods = [spark_executor_pod(app, n, driver) for n in (1, 2)]
 
-    assert [p["metadata"]["name"] for p in pods] == ["wordcount-9f44a280-exec-1", "wordcount-9f44a280-exec-2"]
-    assert spark_executor_names(app) == [p["metadata"]["name"] for p in pods]
+    assert [p["metadata"]["name"] for p in pods] == [
+        "wordcount-9f44a280477d4827-exec-1",
+        "wordcount-9f44a280477d4827-exec-2",
+    ]
+    assert [spark_executor_number(app, p["metadata"]["name"]) for p in pods] == [1, 2]
+    assert spark_executor_number(app, "wordcount-driver") is None
     for number, pod in enumerate(pods, start=1):
         labels = pod["metadata"]["labels"]
         assert labels.items() >= ESI_LABELS.items()
@@ -189,13 +203,23 @@ def test_spark_executors_request_exactly_what_esi_sized_them_to_and_carry_its_la
         assert labels["spark-exec-id"] == str(number)
         assert labels["sparkoperator.k8s.io/app-name"] == "wordcount"
         assert labels["spark-app-selector"] == "spark-9f44a280477d48279bd10f0fb82ecfb4"
-        (owner,) = pod["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
-            "Pod",
-            "wordcount-driver",
-            "uid-wordcount-driver",
-            True,
-        )
+        assert labels["spark-exec-resourceprofile-id"] == "0"
+        assert "sparkoperator.k8s.io/mutated-by-spark-operator" not in labels, "esi's template leaves nothing to it"
+        assert pod["metadata"]["ownerReferences"] == [
+            {
+                "apiVersion": "sparkoperator.k8s.io/v1beta2",
+                "kind": "SparkApplication",
+                "name": "wordcount",
+                "uid": SPARK_UID,
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "wordcount-driver",
+                "uid": "uid-wordcount-driver",
+                "controller": True,
+            },
+        ]
         assert resources(pod) == {
             "requests": {"cpu": "700m", "memory": "896Mi"},
             "limits": {"cpu": "700m", "memory": "896Mi"},
@@ -242,28 +266,35 @@ def test_spark_conf_fills_in_what_the_fields_leave_out_and_the_fields_win() -> N
         "spark.executor.memory": "2g",
         "spark.executor.cores": "4",
         "spark.kubernetes.executor.scheduler.name": "from-conf",
+        "spark.kubernetes.node.selector.disk": "ssd",
+        "spark.kubernetes.executor.node.selector.zone": "a",
+        "spark.kubernetes.driver.node.selector.zone": "b",
     }
     app = spark_app(sparkConf=conf, executor={"cores": 2})
 
     pod = spark_executor_pod(app, 1, running_view(spark_driver_pod(app)))
 
-    assert len(spark_executor_names(app)) == 3
+    assert spark_executor_count(app) == 3
     assert resources(pod)["requests"] == {"cpu": "2", "memory": "2432Mi"}
     assert pod["spec"]["schedulerName"] == "from-conf"
+    assert pod["spec"]["nodeSelector"] == {"disk": "ssd", "zone": "a"}
 
 
-def test_a_spark_pod_template_is_the_base_the_fields_go_over() -> None:
+def test_a_spark_pod_template_is_the_base_and_what_only_the_webhook_applies_stays_out() -> None:
     template = {
         "metadata": {"labels": {"from-template": "yes", "spark-role": "not-this"}},
         "spec": {"priorityClassName": "template-class", "hostNetwork": False},
     }
-    app = spark_app(executor={"template": template, "priorityClassName": "field-class"})
+    webhooks = {"priorityClassName": "field-class", "affinity": AFFINITY, "tolerations": [{"operator": "Exists"}]}
+    app = spark_app(executor={"template": template, **webhooks})
 
     pod = spark_executor_pod(app, 1, running_view(spark_driver_pod(app)))
 
     assert pod["metadata"]["labels"]["from-template"] == "yes"
     assert pod["metadata"]["labels"]["spark-role"] == "executor"
-    assert pod["spec"]["priorityClassName"] == "field-class"
+    assert pod["spec"]["priorityClassName"] == "template-class"
+    assert "affinity" not in pod["spec"]
+    assert "tolerations" not in pod["spec"]
     assert pod["spec"]["hostNetwork"] is False
 
 
@@ -401,7 +432,7 @@ def test_reading_a_simulated_pod_back() -> None:
     view = pod_view(manifest)
 
     assert view == PodView(
-        name="wordcount-9f44a280-exec-1",
+        name="wordcount-9f44a280477d4827-exec-1",
         uid="u1",
         app_uid=SPARK_UID,
         role=PodRole.EXECUTOR,
