@@ -372,6 +372,39 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "broken", "--wait=true", "--timeout=60s")
 
 
+def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retried(
+    real_spark: RealSpark, history: PodHistory
+) -> None:
+    """Executors whose container fails at once (no Java where their environment says): each failed one is
+    replaced into its slot (the kubelet admits every one), until Spark's driver gives up; the run fails with
+    the reason and is retried per the Scheduling's spec.retry."""
+    spark, cluster = real_spark, real_spark.cluster
+    ensure_testbed(spark, REAL)
+    job = sparkpi_job(spark, "badexec")
+    job["spec"]["sparkSpec"]["sparkConf"] |= {
+        "spark.executorEnv.JAVA_HOME": "/no/such/java",
+        "spark.executor.maxNumFailures": "2",
+    }
+    create_in(cluster, NAMESPACE, job)
+    create_in(cluster, NAMESPACE, scheduling("doomed", ["badexec", "badexec"], retry={"limit": 1, "backoffSeconds": 1}))
+    try:
+        wait_for("the doomed Scheduling to complete", completed(cluster, "doomed"), timeout=300)
+        # Before the Scheduling goes, and the application and its driver with it.
+        record = {j["name"]: j for j in status(cluster, "scheduling", "doomed")["jobs"]}["badexec"]
+        log = driver_log(spark.node, "badexec-driver")
+    finally:
+        cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "doomed", "--wait=true", "--timeout=60s")
+
+    runs = status(cluster, "batchjob", "badexec")["runs"]
+    assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "Failed"), (2, "Failed")], runs
+    assert "driver container failed" in record["message"], record["message"]
+    executors = [life for life in history.with_role(ROLE_EXECUTOR).values() if life.labels[JOB_LABEL] == "badexec"]
+    assert len(executors) > 4, f"failed executors were replaced: {len(executors)} executors in two runs"
+    assert {int(e.labels[SLOT_LABEL]) for e in executors} == {0, 1}, "every executor in one of the job's slots"
+    assert history.refused() == {}, "the kubelet admitted every pod"
+    assert "Max number of executor failures" in log, log[-2000:]
+
+
 # --- the simulator conforms -----------------------------------------------------------------------------------
 
 SIM_NAMESPACE = "sim-jobs"
