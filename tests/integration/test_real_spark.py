@@ -606,3 +606,65 @@ def test_the_simulator_runs_a_spark_job_as_the_real_operator_and_spark_do(simula
             "status fields": sorted(run.status),
         }
     assert shapes[SIMULATED] == shapes[REAL]
+
+
+# --- two real nodes -----------------------------------------------------------------------------------------
+
+SECOND_NODE = "real-spark-2"
+SHARED_LABEL = "esi.test/real-shared"
+
+
+def test_two_jobs_share_two_real_nodes_each_with_a_slot_on_both(real_spark: RealSpark, history: PodHistory) -> None:
+    """A second real node and a Testbed of two slots on each; two long SparkPi jobs, each given one slot on each
+    node by a slot list: each job's executors run on both nodes, beside the other job's, and each run records
+    both nodes and the other job as co-located."""
+    spark, cluster = real_spark, real_spark.cluster
+    # The first node's room: what the tests before left holds it.
+    cluster.kubectl("delete", "-n", NAMESPACE, "schedulings", "--all", "--wait=true", "--timeout=90s")
+    cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "tb", "--ignore-not-found", "--wait=true", "--timeout=90s")
+    second = RealNode(cluster, RealNodeSpec(SECOND_NODE, cpu="2", memory="3584Mi", labels={SHARED_LABEL: "1"}))
+    second.start()
+    images.import_image(spark_image(), second.containerd_socket)
+    cluster.kubectl("label", "node", NODE, f"{SHARED_LABEL}=0", "--overwrite")
+    testbed = testbed_manifest(nodeLabel=SHARED_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
+    create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "shared"}})
+
+    def slots_by_node() -> dict[str, list[int]] | None:
+        table = status(cluster, "testbed", "shared")
+        if table.get("state") != "Ready" or table.get("counts", {}).get("free") != 4:
+            return None
+        by_node: dict[str, list[int]] = {}
+        for slot in table["slots"]:
+            by_node.setdefault(slot["nodeName"], []).append(slot["id"])
+        return by_node
+
+    by_node = wait_for("the shared Testbed Ready with four free slots", slots_by_node, timeout=120)
+    assert sorted(by_node) == [NODE, SECOND_NODE], by_node
+    lists = {"pi-a": [by_node[NODE][0], by_node[SECOND_NODE][0]], "pi-b": [by_node[NODE][1], by_node[SECOND_NODE][1]]}
+    for job, driver_node in (("pi-a", NODE), ("pi-b", SECOND_NODE)):
+        create_in(cluster, NAMESPACE, sparkpi_job(spark, job, arguments=LONG_PI, driver_node=driver_node))
+    slot_based = {"jobs": [{"name": {"name": job}, "slotIds": ids} for job, ids in lists.items()]}
+    manifest = scheduling_manifest(testbed={"name": "shared"}, queueBased=None, slotBased=slot_based)
+    create_in(cluster, NAMESPACE, manifest | {"metadata": {"name": "shared"}})
+    try:
+        wait_for("the shared Scheduling to complete", completed(cluster, "shared"), timeout=300)
+        logs = {job: driver_log(node, f"{job}-driver") for job, node in (("pi-a", spark.node), ("pi-b", second))}
+    finally:
+        cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "shared", "--wait=true", "--timeout=90s")
+        cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "shared", "--wait=true", "--timeout=90s")
+
+    runs = {}
+    for job, ids in lists.items():
+        (run,) = runs[job] = status(cluster, "batchjob", job)["runs"]
+        assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", sorted(ids), [NODE, SECOND_NODE])
+        assert "Pi is roughly 3.1" in logs[job]
+    # A run's co-located jobs are those whose executors run on its nodes when it starts: the later of the two
+    # starts beside the earlier.
+    earlier, later = sorted(lists, key=lambda job: str(runs[job][0]["start"]))
+    assert runs[later][0]["colocatedJobs"] == [earlier], runs
+    assert runs[earlier][0]["colocatedJobs"] in ([], [later]), runs
+    executors = [life for life in history.with_role(ROLE_EXECUTOR).values() if life.labels[JOB_LABEL] in lists]
+    assert {(e.labels[JOB_LABEL], e.node) for e in executors} == {
+        (job, node) for job in lists for node in (NODE, SECOND_NODE)
+    }, "each job ran an executor on each node"
+    assert history.refused() == {}, "the kubelet admitted every pod"
