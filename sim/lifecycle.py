@@ -413,8 +413,7 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
     except SpecError as err:
         _spark_finish(step, str(err))
         return
-    name = spark_driver_name(step.ref.name)
-    problem = _head_problem(driver, f"driver pod {name}", was_running=running_before)
+    problem = _head_problem(driver, f"driver pod {spark_driver_name(step.ref.name)}", was_running=running_before)
     if problem is not None:
         _spark_finish(step, problem)
         return

@@ -11,6 +11,9 @@ The BatchJob is what a user of the local cluster writes: the image, the driver's
 API server's address for the driver (``spark.kubernetes.driver.master``: there is no ``kubernetes`` Service
 behind a kube-proxy here). The image's entry point makes the driver reachable at its pod IP (no cluster DNS).
 
+Also: executors that fail are replaced into the job's slots until Spark gives up; a second real node, and two
+jobs each with a slot on both nodes, co-located for real.
+
 The simulator's conformance: beside the real operator, ``python -m sim`` handles a namespace of its own, with
 a KWOK node as big as the real one; the same BatchJob, an executor lost mid-run in both, and what esi depends
 on (pods' names, labels, owners, sizes and placement, the application's states) must be the same.
