@@ -10,7 +10,8 @@
   server-side by the Kubernetes provider;
 * ``LocalComponent`` — ``python -m operators``, ``python -m api``, ``python -m sim``, each under
   ``infra.supervise`` (restarted after a crash), logs in the cluster's ``logs/``, created only once its
-  health endpoint answers; and the second kube-scheduler ``esi-scheduler`` calling the API's extender.
+  health endpoint answers; and the second kube-scheduler ``esi-scheduler`` calling the API's extender, under
+  ``infra.supervise`` too.
 
 Processes and the control plane are not Kubernetes objects, so they are Pulumi *dynamic* resources: their
 create/update/delete run here, in Python. ``pulumi destroy`` stops every process and deletes the cluster's
@@ -39,6 +40,7 @@ from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
+from infra.supervise import supervised
 from infra.toolchain import REPO_ROOT
 from sim.crds import application_crds
 
@@ -289,8 +291,7 @@ class _ComponentProvider(ResourceProvider):
         name = str(props["name"])
         if cluster.process_running(name):
             cluster.stop_process(name)
-        supervised = [sys.executable, "-m", "infra.supervise", f"--name={name}", "--", *props["argv"]]
-        cluster.start_process(name, supervised)
+        cluster.start_process(name, supervised(name, [str(arg) for arg in props["argv"]]))
         _wait_ready(cluster, name, str(props["ready"]))
         token_file = props.get("tokenFile")
         token = Path(str(token_file)).read_text().strip() if token_file else None
@@ -353,7 +354,7 @@ class _SchedulerProvider(ResourceProvider):
         scheduler = self._scheduler(props)
         if scheduler.running():
             scheduler.stop()
-        scheduler.start()
+        scheduler.start(supervise=True)
         return CreateResult(id_=f"{props['cluster']}/{SCHEDULER_NAME}", outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

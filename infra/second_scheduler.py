@@ -21,6 +21,7 @@ from typing import Any
 
 from infra import toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port
+from infra.supervise import supervised
 
 __all__ = ["SecondScheduler", "SecondSchedulerSettings", "scheduler_configuration"]
 
@@ -80,27 +81,26 @@ class SecondScheduler:
     def log_path(self) -> Path:
         return self.cluster.logs_dir / f"{self.process_name}.log"
 
-    def start(self, *, timeout: float = 60) -> None:
-        """Start it and wait until it reports ready."""
+    def start(self, *, supervise: bool = False, timeout: float = 60) -> None:
+        """Start it (``supervise``: under ``infra.supervise``, started again whenever it exits) and wait until it
+        reports ready."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(
             json.dumps(scheduler_configuration(self.settings, str(self.cluster.kubeconfig)), indent=2)
         )
         self.port = free_port()
         kubeconfig = self.cluster.kubeconfig
-        self.cluster.start_process(
-            self.process_name,
-            [
-                str(toolchain.binary("kube-scheduler")),
-                f"--config={self.config_path}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                # /configz shows the configuration the scheduler actually loaded; the port listens on loopback only.
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/configz",
-            ],
-        )
+        command = [
+            str(toolchain.binary("kube-scheduler")),
+            f"--config={self.config_path}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            # /configz shows the configuration the scheduler actually loaded; the port listens on loopback only.
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/configz",
+        ]
+        self.cluster.start_process(self.process_name, supervised(self.process_name, command) if supervise else command)
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed

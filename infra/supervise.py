@@ -17,10 +17,15 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-__all__ = ["main"]
+__all__ = ["main", "supervised"]
 
 STOP_GRACE = 10.0
 MIN_BACKOFF, MAX_BACKOFF, STABLE_AFTER = 1.0, 30.0, 60.0
+
+
+def supervised(name: str, command: Sequence[str]) -> list[str]:
+    """The command line that keeps ``command`` running under this supervisor, as component ``name``."""
+    return [sys.executable, "-m", "infra.supervise", f"--name={name}", "--", *command]
 
 
 def _say(name: str, message: str) -> None:

@@ -9,7 +9,10 @@ state, all under the test's temporary directory, next to (not instead of) the se
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 import yaml
 
 from esi.client import EsiClient
+from esi.objects.names import SCHEDULER_NAME
 from infra import pulumi_local, toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
 from infra.local_stack import real_node_specs
@@ -46,6 +50,24 @@ def batchjob(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"sparkSpec": SPARK},
     }
+
+
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
+                children.append(int(stat.parent.name))
+    return children
+
+
+def kill_the_second_scheduler(cluster: LocalCluster) -> None:
+    """SIGKILL the second kube-scheduler (its supervisor's child); return once the supervisor started a new one."""
+    supervisor = int((cluster.directory / "processes" / f"scheduler-{SCHEDULER_NAME}.pid").read_text())
+    (killed,) = child_pids(supervisor)
+    os.kill(killed, signal.SIGKILL)
+    wait_for("the second scheduler started again", lambda: [p for p in child_pids(supervisor) if p != killed])
 
 
 def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_path: Path, unique: str) -> None:
@@ -111,6 +133,10 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
             (manifests / "scheduling.yaml").unlink()
             pulumi("up", "--yes", "--skip-preview")
             wait_for("the Scheduling to be gone", lambda: not esi.schedulings(), timeout=60)
+
+            # The second scheduler is supervised like the other components: killed, it is started again, and
+            # the next Scheduling's executors are placed.
+            kill_the_second_scheduler(cluster)
 
             # Submitted through the API, not part of the stack: its finalizer, which only the operators
             # remove, must not keep `pulumi destroy` waiting for the CRD's deletion.
