@@ -74,9 +74,11 @@ __all__ = [
     "api_deployment_manifest",
     "check_chart_available",
     "extender_url",
+    "operators_arguments",
     "operators_deployment_manifest",
     "scheduler_config",
     "scheduler_deployment_manifest",
+    "stalled_after",
 ]
 
 # Not published anywhere yet: build it from the Dockerfile, push it, and set esi:image.
@@ -177,6 +179,7 @@ class ClusterEsiArgs:
     node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # node name -> labels to add
     node_selector: Mapping[str, str] = field(default_factory=dict)  # where esi's own pods may run
     install_operators: bool = True
+    stalled_after: float | None = None  # seconds; None: the operators' default
     spark_operator: HelmChart = field(default_factory=_spark_operator)
     flink_operator: HelmChart = field(default_factory=_flink_operator)
 
@@ -198,9 +201,23 @@ class ClusterEsiArgs:
             node_labels=_node_labels(config.get_object("nodeLabels")),
             node_selector=_string_map("esi:nodeSelector", config.get_object("nodeSelector")),
             install_operators=_flag(config.get_bool("installOperators"), defaults.install_operators),
+            stalled_after=stalled_after(config),
             spark_operator=_chart(defaults.spark_operator, config.get_object("sparkOperator"), _spark_operator),
             flink_operator=_chart(defaults.flink_operator, config.get_object("flinkOperator"), _flink_operator),
         )
+
+
+def stalled_after(config: pulumi.Config) -> float | None:
+    """``esi:stalledAfter``: seconds a run may wait to be Running before it is Stalled; None when unset."""
+    seconds = config.get_float("stalledAfter")
+    if seconds is not None and not seconds > 0:
+        raise ConfigError(f"esi:stalledAfter must be a positive number of seconds, not {seconds}")
+    return seconds
+
+
+def operators_arguments(stalled_after: float | None) -> list[str]:
+    """``python -m operators``'s settings that a stack's config may change."""
+    return [] if stalled_after is None else [f"--stalled-after={stalled_after:g}"]
 
 
 def _flag(value: bool | None, default: bool) -> bool:
@@ -414,6 +431,7 @@ def operators_deployment_manifest(args: ClusterEsiArgs) -> dict[str, Any]:
             "operators",
             f"--liveness=http://0.0.0.0:{OPERATORS_HEALTH_PORT}/healthz",
             "--log-level=info",
+            *operators_arguments(args.stalled_after),
         ],
         "ports": [{"name": "health", "containerPort": OPERATORS_HEALTH_PORT}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 20},

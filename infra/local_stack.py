@@ -37,6 +37,7 @@ from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider,
 from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
+from infra.cluster_stack import operators_arguments, stalled_after
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
@@ -72,6 +73,7 @@ class LocalEsiArgs:
     sim_args: tuple[str, ...] = ("--time-scale", "0.05", "--runtime-jitter", "0.1")
     allow_anonymous: bool = False
     real_nodes: int = 0
+    stalled_after: float | None = None  # seconds; None: the operators' default
 
     @classmethod
     def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:
@@ -98,6 +100,7 @@ class LocalEsiArgs:
             sim_args=tuple(config.get_object("simArgs") or defaults.sim_args),
             allow_anonymous=config.get_bool("allowAnonymous") or defaults.allow_anonymous,
             real_nodes=config.get_int("realNodes") or defaults.real_nodes,
+            stalled_after=stalled_after(config),
         )
 
 
@@ -431,7 +434,14 @@ class LocalEsi(pulumi.ComponentResource):
         operators_health = f"http://127.0.0.1:{args.operators_liveness_port}/healthz"
         operators = LocalComponent(
             "esi-operators",
-            argv=[sys.executable, "-m", "operators", kubeconfig, f"--liveness={operators_health}"],
+            argv=[
+                sys.executable,
+                "-m",
+                "operators",
+                kubeconfig,
+                f"--liveness={operators_health}",
+                *operators_arguments(args.stalled_after),
+            ],
             ready=operators_health,
             opts=after,
             **common,

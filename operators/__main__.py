@@ -1,4 +1,5 @@
-"""Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL] [--log-level LEVEL]``.
+"""Run esi's reconcilers: ``python -m operators [--kubeconfig PATH] [--liveness URL] [--log-level LEVEL]
+[--stalled-after SECONDS]``.
 
 The Testbed, BatchJob and Scheduling reconcilers run in one kopf operator, cluster-wide.
 """
@@ -8,8 +9,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from datetime import timedelta
 
 import kopf
+
+from esi.decisions.batchjob_lifecycle import STALLED_AFTER
 
 
 def main() -> None:
@@ -18,6 +22,14 @@ def main() -> None:
     parser.add_argument("--liveness", help="serve a liveness endpoint, e.g. http://127.0.0.1:8081/healthz")
     levels = ["debug", "info", "warning", "error"]
     parser.add_argument("--log-level", default="warning", choices=levels, help="(default: %(default)s)")
+    parser.add_argument(
+        "--stalled-after",
+        type=_seconds,
+        default=STALLED_AFTER.total_seconds(),
+        metavar="SECONDS",
+        help="a run not Running this long after submission is Stalled: a condition and a Warning Event on its "
+        "BatchJob and Scheduling (default: %(default)s)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.kubeconfig:
@@ -25,7 +37,15 @@ def main() -> None:
     # Importing a reconciler's module registers its handlers with kopf.
     from operators import batchjob, scheduling, testbed  # noqa: F401, PLC0415
 
-    kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness)
+    memo = kopf.Memo(stalled_after=timedelta(seconds=args.stalled_after))
+    kopf.run(clusterwide=True, standalone=True, liveness_endpoint=args.liveness, memo=memo)
+
+
+def _seconds(text: str) -> float:
+    seconds = float(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return seconds
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import kopf
@@ -18,6 +19,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
 from esi.decisions.batchjob_lifecycle import (
+    STALLED_AFTER,
     BatchJobObservation,
     CreateApplication,
     DeleteApplication,
@@ -99,6 +101,14 @@ def flink_deployments(*, name: str, namespace: str | None, body: kopf.Body, **_:
 
 
 def _pod_summary(body: kopf.Body) -> dict[str, Any]:
+    """What ``application_view`` reads of a pod: its node and phase, and why it is not placed or started."""
+    status = body.get("status", {})
+
+    def waiting(containers: Any) -> list[dict[str, Any]]:
+        return [
+            {"state": {"waiting": c["state"]["waiting"]}} for c in containers or () if "waiting" in c.get("state", {})
+        ]
+
     return {
         "metadata": {
             "name": body["metadata"]["name"],
@@ -107,11 +117,11 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
         },
         "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
         "status": {
-            "phase": body.get("status", {}).get("phase"),
-            # only why it has no node yet: a driver the scheduler cannot place is the job's news
-            "conditions": [
-                c for c in body.get("status", {}).get("conditions") or () if c.get("type") == "PodScheduled"
-            ],
+            "phase": status.get("phase"),
+            "nominatedNodeName": status.get("nominatedNodeName"),
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"],
+            "initContainerStatuses": waiting(status.get("initContainerStatuses")),
+            "containerStatuses": waiting(status.get("containerStatuses")),
         },
     }
 
@@ -210,7 +220,10 @@ async def run_batchjob(
 ) -> None:
     key = (namespace or "", name)
     caches = _Caches.of(indexes)
-    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
+    stalled_after = memo.get("stalled_after", STALLED_AFTER)
+    await _wakeups.run(
+        key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger, stalled_after=stalled_after), logger
+    )
 
 
 def _holder(key: Key, caches: _Caches) -> Holder | None:
@@ -248,7 +261,7 @@ def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> S
 
 
 async def _reconcile(
-    key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger
+    key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger, *, stalled_after: timedelta
 ) -> float | None:
     namespace, name = key
     raw_status = dict(body.get("status") or {})
@@ -270,7 +283,7 @@ async def _reconcile(
         colocated_jobs=colocated_jobs(key, application.nodes if application else (), caches.executors_on_nodes),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
-    decision = decide_batchjob(job.status, observation, generation=generation, now=now)
+    decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)
     resource = _resource(kind)
     for action in decision.actions:
         if isinstance(action, DeleteApplication):
@@ -289,4 +302,4 @@ async def _reconcile(
                 return None  # the namespace is being deleted, and the BatchJob with it
     await write_status(client, BatchJobResource.Status, body, raw_status, decision.status.to_json_dict())
     post_events(body, decision.events)
-    return None
+    return decision.decide_again_in

@@ -56,6 +56,15 @@ def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **
         state=state_named(BatchJobState, status.get("state")),
         message=status.get("message"),
         attempt=status.get("attempt"),
+        waiting_for=status.get("waitingFor"),
+        stalled=next(
+            (
+                c.get("message") or ""
+                for c in status.get("conditions") or ()
+                if c.get("type") == "Stalled" and c.get("status") == "True"
+            ),
+            "",
+        ),
     )
     return {(namespace or "", name): view}
 

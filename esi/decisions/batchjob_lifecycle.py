@@ -21,20 +21,25 @@ Runs (docs/compatibility.md#runs):
 * A run that completes without Running ever being observed (short jobs, a restart) is still recorded,
   starting at submission.
 * Releasing closes an open run as Cancelled.
+
+Waits explain themselves: ``waitingFor`` carries the scheduler's or kubelet's words on a pod of the run that
+is not placed or not started, and a run that is still not Running ``stalled_after`` its submission gets the
+condition ``Stalled`` (with that reason) and a Warning Event; it goes back to False once the run runs or ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from esi.decisions.events import Event
 from esi.resources.batchjob import ACTIVE_STATES, MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
-from esi.resources.meta import set_conditions
+from esi.resources.meta import ConditionStatus, set_conditions
 
 __all__ = [
+    "STALLED_AFTER",
     "ApplicationPhase",
     "ApplicationView",
     "BatchJobDecision",
@@ -46,6 +51,12 @@ __all__ = [
     "decide_batchjob",
     "decide_unbuildable",
 ]
+
+
+STALLED_AFTER = timedelta(minutes=5)
+"""How long a run may wait, from submission, to be Running before it is ``Stalled`` (unless told otherwise)."""
+# The states in which a run waits to be Running; only these can be Stalled.
+_STARTING = (BatchJobState.SUBMITTED, BatchJobState.SCHEDULED)
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class ApplicationView:
     executors_running: int = 0
     nodes: tuple[str, ...] = ()  # the executors' nodes
     message: str = ""  # the operator's words on a failure
-    unscheduled: str = ""  # why its driver (JobManager) pod has no node yet, as the scheduler said
+    waiting_for: str = ""  # why a pod of it is not placed or not started, as the scheduler or kubelet said
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,7 @@ class BatchJobDecision:
     status: BatchJobStatus
     actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = field(default=())  # for Kubernetes Events
+    decide_again_in: float | None = None  # seconds until the run counts as stalled, while it may become so
 
 
 def decide_batchjob(
@@ -114,10 +126,11 @@ def decide_batchjob(
     *,
     generation: int | None,
     now: datetime,
+    stalled_after: timedelta = STALLED_AFTER,
 ) -> BatchJobDecision:
     """The next status of a BatchJob and what to do to get there."""
     current = status or BatchJobStatus()
-    step = _Step(current, observation, now)
+    step = _Step(current, observation, now, stalled_after)
     holder = observation.holder
     if current.scheduling is not None and (holder is None or holder.scheduling != current.scheduling):
         step.release()
@@ -129,11 +142,14 @@ def decide_batchjob(
 class _Step:
     """One decision in the making: the status so far, the actions and the events it causes."""
 
-    def __init__(self, status: BatchJobStatus, observation: BatchJobObservation, now: datetime) -> None:
+    def __init__(
+        self, status: BatchJobStatus, observation: BatchJobObservation, now: datetime, stalled_after: timedelta
+    ) -> None:
         self.start = status
         self.status = status
         self.observation = observation
         self.now = now
+        self.stalled_after = stalled_after
         self.actions: list[Action] = []
 
     def update(self, **changes: object) -> None:
@@ -212,13 +228,14 @@ class _Step:
         # An executor restarting does not take a job back from Running to Scheduled.
         if ACTIVE_STATES.index(reached) > ACTIVE_STATES.index(self.status.state):
             self.update(state=reached)
-        placed = f"{application.executors_bound} of {expected} executors placed"
         messages = {
-            BatchJobState.SUBMITTED: f"{placed}; {application.unscheduled}" if application.unscheduled else placed,
+            BatchJobState.SUBMITTED: f"{application.executors_bound} of {expected} executors placed",
             BatchJobState.SCHEDULED: f"all {expected} executors placed, waiting for them to run",
             BatchJobState.RUNNING: f"running with {expected} executors",
         }
-        self.update(message=messages[self.status.state])
+        waiting_for = application.waiting_for
+        message = messages[self.status.state]
+        self.update(message=f"{message}; {waiting_for}" if waiting_for else message, waiting_for=waiting_for or None)
         if self.status.state == BatchJobState.RUNNING:
             self._open_run(holder, application)
 
@@ -256,25 +273,62 @@ class _Step:
         self.update(state=state, message=message)
 
     def result(self, generation: int | None) -> BatchJobDecision:
+        if not self.status.state.active:
+            self.update(waiting_for=None)
         status = self.status
         held = status.scheduling is not None and status.state != BatchJobState.RELEASING
         finished = status.state.finished
         message = status.message or ""
+        stalled = self._stalled()
         conditions = set_conditions(
             status.conditions,
             (
                 ("Held", held, "HeldByScheduling" if held else "NotHeld", message),
                 ("Finished", finished, status.state.value if finished else "NotFinished", message if finished else ""),
+                ("Stalled", bool(stalled), "WaitingTooLong" if stalled else "NotStalled", stalled),
             ),
             now=self.now,
             observed_generation=generation,
         )
         status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
-        events: tuple[Event, ...] = ()
+        events: list[Event] = []
         if status.state != self.start.state:
             told = status.message or status.state.value
-            events = (Event(status.state.value, told, warning=status.state == BatchJobState.FAILED),)
-        return BatchJobDecision(status, tuple(self.actions), events)
+            events.append(Event(status.state.value, told, warning=status.state == BatchJobState.FAILED))
+        if stalled and not _condition_holds(self.start, "Stalled"):
+            events.append(Event("Stalled", stalled, warning=True))
+        return BatchJobDecision(status, tuple(self.actions), tuple(events), self._until_stalled())
+
+    def _waiting_since(self) -> datetime | None:
+        """When the run began waiting to be Running (its submission), while it waits."""
+        return self.status.submitted_at if self.status.state in _STARTING else None
+
+    def _stalled(self) -> str:
+        """Why the run counts as stalled, in a sentence; "" when it does not."""
+        since = self._waiting_since()
+        if since is None or self.now - since < self.stalled_after:
+            return ""
+        why = self.status.waiting_for or self.status.message or "no reason given"
+        return f"not running {_duration(self.stalled_after)} after submission: {why}"
+
+    def _until_stalled(self) -> float | None:
+        since = self._waiting_since()
+        if since is None or self._stalled():
+            return None
+        return (since + self.stalled_after - self.now).total_seconds()
+
+
+def _condition_holds(status: BatchJobStatus, type_: str) -> bool:
+    return any(c.type == type_ and c.status == ConditionStatus.TRUE for c in status.conditions)
+
+
+def _duration(span: timedelta) -> str:
+    """``span`` as people say it: 90 s, 5 min, 2 h (whole units, the largest that fits)."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def colocated_jobs(

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from esi.decisions.allocation import Allocation, queue_allocations, queue_problems, slot_allocations, slot_problems
 from esi.decisions.events import Event
 from esi.resources.batchjob import BatchJobState
-from esi.resources.meta import set_conditions
+from esi.resources.meta import ConditionStatus, set_conditions
 from esi.resources.scheduling import (
     JobProgress,
     JobState,
@@ -94,6 +94,8 @@ class JobView:
     state: BatchJobState | None = None
     message: str | None = None
     attempt: int | None = None  # the run its state is about
+    waiting_for: str | None = None  # what holds its run up, as the scheduler or kubelet said
+    stalled: str = ""  # why its run is Stalled (its condition's message); "" when it is not
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ class _Verdict:
     problems: list[str]  # why the spec can never be placed (state Failed)
     actions: list[Claim | Release]
     events: list[Event]  # besides the change of state, which rendering tells
+    stalled: str = ""  # which of its jobs' runs are Stalled, and why; "" when none is
 
 
 def _decide(
@@ -169,6 +172,7 @@ def _decide(
     events: list[Event] = []
     actions: list[Claim | Release] = []
     waiting_for: str | None
+    stalled = ""
     testbed = observation.testbed
     waiting = _waiting_to_hold(spec, observation, demand, problems, name)
     if waiting is not None:
@@ -179,12 +183,13 @@ def _decide(
     else:
         assert testbed is not None  # _waiting_to_hold waits for it
         jobs, events = _run_jobs(spec, jobs, testbed, observation.jobs, name=name, now=now)
-        state, waiting_for = _running(spec, jobs, testbed, name)
+        state, waiting_for = _running(spec, jobs, testbed, observation.jobs, name)
+        stalled = _stalled(jobs, observation.jobs, name)
     release = _release(observation, demand, jobs, name)
     if release is not None:
         actions.append(release)
         events.append(Event("Released", f"{_names(release.jobs)} left the spec before starting"))
-    return _Verdict(state, waiting_for, jobs, problems, actions, events)
+    return _Verdict(state, waiting_for, jobs, problems, actions, events, stalled)
 
 
 def spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
@@ -244,12 +249,45 @@ def _run_jobs(
 
 
 def _running(
-    spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, name: str
+    spec: SchedulingSpec, jobs: Sequence[JobProgress], testbed: TestbedView, views: Mapping[str, JobView], name: str
 ) -> tuple[SchedulingState, str | None]:
     """Completed once every job finished; until then Running, and what it waits for."""
     if all(p.state.finished for p in jobs):
         return SchedulingState.COMPLETED, None
-    return SchedulingState.RUNNING, _waiting_for(jobs, testbed, spec, name)
+    return SchedulingState.RUNNING, _held_up(jobs, views, name) or _waiting_for(jobs, testbed, spec, name)
+
+
+def _started_views(jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str) -> list[tuple[str, JobView]]:
+    """The BatchJob views of this Scheduling's jobs that hold slots, reporting on the run it gave them."""
+    started = []
+    for record in jobs:
+        view = views.get(record.name)
+        if (
+            record.state.holds_slots
+            and view is not None
+            and view.scheduling == name
+            and view.attempt in (None, record.attempt)
+        ):
+            started.append((record.name, view))
+    return started
+
+
+def _held_up(jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str) -> str:
+    """A started job whose run something outside esi holds up (a pod not placed or not started), and what."""
+    held = [f"job {job}: {view.waiting_for}" for job, view in _started_views(jobs, views, name) if view.waiting_for]
+    return _first_and_count(held, "job")
+
+
+def _stalled(jobs: Sequence[JobProgress], views: Mapping[str, JobView], name: str) -> str:
+    stalled = [f"job {job} {view.stalled}" for job, view in _started_views(jobs, views, name) if view.stalled]
+    return _first_and_count(stalled, "job")
+
+
+def _first_and_count(told: Sequence[str], what: str) -> str:
+    if len(told) <= 1:
+        return "".join(told)
+    more = len(told) - 1
+    return f"{told[0]} (and {more} more {what}{'s' if more > 1 else ''})"
 
 
 def _release(
@@ -270,6 +308,10 @@ def _render(
     if state != current.state:
         told = _outcome(jobs) if state == SchedulingState.COMPLETED else verdict.waiting_for or state.value
         events.insert(0, Event(state.value, told, warning=state == SchedulingState.FAILED))
+    if verdict.stalled and not any(
+        c.type == "Stalled" and c.status == ConditionStatus.TRUE for c in current.conditions
+    ):
+        events.append(Event("Stalled", verdict.stalled, warning=True))
     finished = sum(p.state.finished for p in jobs)
     updated = current.model_copy(
         update={
@@ -281,7 +323,9 @@ def _render(
             "observed_generation": generation,
         }
     )
-    updated = _conditions(updated, verdict.problems, state=state, testbed=testbed, generation=generation, now=now)
+    updated = _conditions(
+        updated, verdict.problems, verdict.stalled, state=state, testbed=testbed, generation=generation, now=now
+    )
     return SchedulingDecision(updated, tuple(verdict.actions), tuple(events), _next_backoff(jobs, now))
 
 
@@ -450,6 +494,7 @@ def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: Schedu
 def _conditions(
     status: SchedulingStatus,
     problems: Sequence[str],
+    stalled: str,
     *,
     state: SchedulingState,
     testbed: str,
@@ -473,6 +518,7 @@ def _conditions(
             ("JobsFailed" if failed_jobs else "AllSucceeded") if state == SchedulingState.COMPLETED else "NotCompleted",
             f"failed: {_names(failed_jobs)}" if failed_jobs else "",
         ),
+        ("Stalled", bool(stalled), "JobStalled" if stalled else "NotStalled", stalled),
     )
     conditions = set_conditions(conditions, settings, now=now, observed_generation=generation)
     return status.model_copy(update={"conditions": conditions})

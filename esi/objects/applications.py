@@ -512,12 +512,11 @@ def _flink_task_slots(value: object) -> int:
 def application_view(
     application: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]
 ) -> ApplicationView | None:
-    """What ``decide_batchjob`` needs to know of an application: its phase and its executors.
+    """What ``decide_batchjob`` needs to know of an application: its phase, its executors, what holds it up.
 
-    ``pods`` are the application's pods (``application_pod_selector``); only executors count, and of the
-    others (driver, JobManager) only why the scheduler leaves one without a node. A pod being deleted counts
-    for nothing, and a pod that has ended (Succeeded, Failed) is not counted as an executor, bound or running
-    — its replacement is what matters — but its node still counts among the run's nodes. None when there is
+    ``pods`` are the application's pods (``application_pod_selector``). A pod being deleted counts for
+    nothing, and a pod that has ended (Succeeded, Failed) is not counted as an executor, bound or running —
+    its replacement is what matters — but its node still counts among the run's nodes. None when there is
     no application.
     """
     if application is None:
@@ -527,12 +526,9 @@ def application_view(
     phase, message = _STATUS_READERS[kind.kind](status)
     executors = bound = running = 0
     nodes: set[str] = set()
-    unscheduled = ""
-    for pod in pods:
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            continue
+    live = [pod for pod in pods if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    for pod in live:
         if not is_executor_pod(pod):
-            unscheduled = unscheduled or _unscheduled(pod)
             continue
         node = (pod.get("spec") or {}).get("nodeName")
         pod_phase = (pod.get("status") or {}).get("phase") or "Pending"
@@ -550,20 +546,62 @@ def application_view(
         executors_running=running,
         nodes=tuple(sorted(nodes)),
         message=message,
-        unscheduled=unscheduled,
+        waiting_for=_waiting_for(live),
     )
 
 
-def _unscheduled(pod: Mapping[str, Any]) -> str:
-    """Why the scheduler left ``pod`` without a node (its PodScheduled condition), or "" when it did not."""
-    if (pod.get("spec") or {}).get("nodeName"):
+def _waiting_for(pods: Sequence[Mapping[str, Any]]) -> str:
+    """What holds up the application's pods, in the scheduler's or kubelet's words: the first pod told of
+    (its driver or JobManager before its executors, else by name), and how many more; "" when none is held up.
+
+    An executor the scheduler has nominated a node for is on its way (a ghost is being evicted for it), so
+    its "unschedulable" is not news."""
+    ordered = sorted(pods, key=lambda pod: (is_executor_pod(pod), (pod.get("metadata") or {}).get("name") or ""))
+    held_up = [told for told in map(_held_up, ordered) if told]
+    if not held_up:
         return ""
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            name = (pod.get("metadata") or {}).get("name")
-            why = condition.get("message") or condition.get("reason") or "no reason given"
-            return f"pod {name} is not scheduled: {why}"
+    more = len(held_up) - 1
+    return held_up[0] + (f" (and {more} more pod{'s' if more > 1 else ''})" if more else "")
+
+
+# Container waiting reasons of a pod that is starting normally.
+_STARTING: Final = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def _held_up(pod: Mapping[str, Any]) -> str:
+    """Why ``pod`` is not placed (its PodScheduled condition) or not started (a container's waiting reason),
+    naming it by its role; "" when it is placed and starting, running or ended."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return ""
+    name = f"{_role(pod)} {(pod.get('metadata') or {}).get('name')}"
+    if not (pod.get("spec") or {}).get("nodeName"):
+        if is_executor_pod(pod) and status.get("nominatedNodeName"):
+            return ""
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                why = condition.get("message") or condition.get("reason") or "no reason given"
+                return f"{name} unschedulable: {why}"
+        return ""
+    for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason not in _STARTING:
+            detail = f" ({waiting['message']})" if waiting.get("message") else ""
+            return f"{name} not started: {reason}{detail}"
     return ""
+
+
+def _role(pod: Mapping[str, Any]) -> str:
+    """A pod's part in its application, in its operator's words."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get("component") == "jobmanager":
+        return "JobManager"
+    if labels.get("component") == "taskmanager":
+        return "TaskManager"
+    if labels.get("spark-role") in ("driver", "executor"):
+        return str(labels["spark-role"])
+    return "executor" if is_executor_pod(pod) else "pod"
 
 
 _SPARK_PHASES: Final = {

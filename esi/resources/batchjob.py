@@ -182,6 +182,11 @@ class BatchJobStatus(ReconciledStatus):
     state: BatchJobState = BatchJobState.READY
     scheduling: str | None = Field(default=None, description="The Scheduling that holds the job.")
     message: str | None = Field(default=None, description="What it is doing or waiting for, in a sentence.")
+    waiting_for: str | None = Field(
+        default=None,
+        description="What holds its run up, in the scheduler's or kubelet's words: a pod of its application "
+        "not placed or not started. Absent when nothing does.",
+    )
     submitted_at: datetime | None = Field(default=None, description="When the current application was created.")
     attempt: int = Field(default=1, ge=1, description="Which run (for its Scheduling) the state is about.")
     runs: list[RunRecord] = Field(default_factory=list, max_length=MAX_RUNS)

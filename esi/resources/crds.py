@@ -66,6 +66,7 @@ DEFINITIONS: tuple[CrdDefinition, ...] = (
             PrinterColumn("State", ".status.state"),
             PrinterColumn("Scheduling", ".status.scheduling", description="The Scheduling holding the job"),
             PrinterColumn("Runs", ".status.runCount", "integer"),
+            PrinterColumn("Waiting for", ".status.waitingFor", description="What holds its run up"),
             AGE,
         ),
     ),

@@ -169,6 +169,7 @@ class ExternalBatchJob(OriginalBatchJob):
     esi_state: str | None = None
     scheduled_events: Sequence[ExternalScheduledEvent] = Field(default_factory=list)
     message: str | None = None
+    waiting_for: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
 
@@ -314,6 +315,7 @@ def external_batchjob(job: BatchJob) -> ExternalBatchJob:
         external_scheduler=job.spec.external_scheduler,
         scheduled_events=[_event(run, namespace) for run in (status.runs if status is not None else [])],
         message=status.message if status is not None else None,
+        waiting_for=status.waiting_for if status is not None else None,
         conditions=list(status.conditions) if status is not None else [],
     )
 

@@ -766,23 +766,76 @@ def unschedulable(
 
 
 @pytest.mark.parametrize(
-    ("application", "executor", "other"),
-    [(spark_app("SUBMITTED"), SPARK_EXECUTOR, SPARK_DRIVER), (flink_app(None, "DEPLOYED"), TASKMANAGER, JOBMANAGER)],
+    ("application", "executor", "other", "roles"),
+    [
+        (spark_app("SUBMITTED"), SPARK_EXECUTOR, SPARK_DRIVER, ("driver", "executor")),
+        (flink_app(None, "DEPLOYED"), TASKMANAGER, JOBMANAGER, ("JobManager", "TaskManager")),
+    ],
     ids=["spark", "flink"],
 )
-def test_a_driver_the_scheduler_cannot_place_is_told_with_its_words(
-    application: dict[str, Any], executor: tuple[str, str], other: tuple[str, str]
+def test_a_pod_the_scheduler_cannot_place_is_told_with_its_words(
+    application: dict[str, Any], executor: tuple[str, str], other: tuple[str, str], roles: tuple[str, str]
 ) -> None:
     view = application_view(application, [unschedulable(other)])
     assert view is not None
-    assert view.unscheduled == "pod p-None-Pending is not scheduled: 0/4 nodes are available: 4 Insufficient memory."
+    assert view.waiting_for == (
+        f"{roles[0]} p-None-Pending unschedulable: 0/4 nodes are available: 4 Insufficient memory."
+    )
 
-    # An executor waiting for its slot is the extender's business, not news; neither is a placed driver.
     placed = pod(other, "n0", "Pending")
     placed["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
-    quiet = application_view(application, [placed, unschedulable(executor, "waiting for its slot")])
+    stuck = application_view(application, [placed, unschedulable(executor, "1 node(s) had untolerated taint(s)")])
+    assert stuck is not None
+    assert stuck.waiting_for == f"{roles[1]} p-None-Pending unschedulable: 1 node(s) had untolerated taint(s)"
+
+    # An executor the scheduler nominated a node for is on its way: a ghost is being evicted for it.
+    nominated = unschedulable(executor, "0/4 nodes are available: preemption: ...")
+    nominated["status"]["nominatedNodeName"] = "n1"
+    quiet = application_view(application, [placed, nominated])
     assert quiet is not None
-    assert (quiet.unscheduled, quiet.executors) == ("", 1)
+    assert (quiet.waiting_for, quiet.executors) == ("", 1)
+
+
+def test_the_driver_is_told_of_before_its_executors_and_the_rest_are_counted() -> None:
+    executors = [unschedulable(SPARK_EXECUTOR, "taints") for _ in range(2)]
+    for n, executor in enumerate(executors):
+        executor["metadata"]["name"] = f"exec-{2 - n}"
+    driver = unschedulable(SPARK_DRIVER, "no node fits")
+    driver["metadata"]["name"] = "the-driver"
+
+    view = application_view(spark_app("SUBMITTED"), [*executors, driver])
+    assert view is not None
+    assert view.waiting_for == "driver the-driver unschedulable: no node fits (and 2 more pods)"
+
+    view = application_view(spark_app("SUBMITTED"), executors)
+    assert view is not None
+    assert view.waiting_for == "executor exec-1 unschedulable: taints (and 1 more pod)"
+
+
+def starting(waiting: dict[str, str], *, init: bool = False) -> dict[str, Any]:
+    started = pod(SPARK_EXECUTOR, "n0", "Pending")
+    started["status"]["initContainerStatuses" if init else "containerStatuses"] = [{"state": {"waiting": waiting}}]
+    return started
+
+
+def test_a_placed_pod_the_kubelet_does_not_start_is_told_with_its_words() -> None:
+    pulling = starting({"reason": "ImagePullBackOff", "message": 'Back-off pulling image "spark:nope"'})
+    view = application_view(spark_app("RUNNING"), [pulling])
+    assert view is not None
+    assert (
+        view.waiting_for == 'executor p-n0-Pending not started: ImagePullBackOff (Back-off pulling image "spark:nope")'
+    )
+
+    config = application_view(spark_app("RUNNING"), [starting({"reason": "CreateContainerConfigError"}, init=True)])
+    assert config is not None
+    assert config.waiting_for == "executor p-n0-Pending not started: CreateContainerConfigError"
+
+
+@pytest.mark.parametrize("reason", ["ContainerCreating", "PodInitializing"])
+def test_a_pod_starting_as_usual_holds_nothing_up(reason: str) -> None:
+    view = application_view(spark_app("RUNNING"), [starting({"reason": reason}), pod(SPARK_EXECUTOR, "n1", "Running")])
+    assert view is not None
+    assert view.waiting_for == ""
 
 
 def test_executor_pods_are_known_by_their_operators_labels_or_by_esis() -> None:

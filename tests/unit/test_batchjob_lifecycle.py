@@ -196,11 +196,12 @@ def test_completion_seen_straight_from_submitted_is_still_a_run() -> None:
 
 
 def test_a_driver_without_a_node_is_why_no_executor_is_placed() -> None:
-    waiting = ApplicationView(ApplicationPhase.PENDING, unscheduled="pod j-driver is not scheduled: 0/4 nodes fit")
+    waiting = ApplicationView(ApplicationPhase.PENDING, waiting_for="driver j-driver unschedulable: 0/4 nodes fit")
     decisions = run([BatchJobObservation(HOLDER, None), BatchJobObservation(HOLDER, waiting)])
 
     assert decisions[-1].status.state == BatchJobState.SUBMITTED
-    assert decisions[-1].status.message == "0 of 2 executors placed; pod j-driver is not scheduled: 0/4 nodes fit"
+    assert decisions[-1].status.message == "0 of 2 executors placed; driver j-driver unschedulable: 0/4 nodes fit"
+    assert decisions[-1].status.waiting_for == "driver j-driver unschedulable: 0/4 nodes fit"
 
 
 def test_an_application_failure_fails_the_job_with_the_operators_words() -> None:
@@ -304,3 +305,75 @@ def test_the_run_history_is_bounded_but_counts_every_run() -> None:
     assert len(status.runs) == MAX_RUNS
     assert status.run_count == MAX_RUNS + 5
     assert status.runs[-1].scheduling == f"sched-{MAX_RUNS + 4}"
+
+
+STUCK = "executor j-exec-1 unschedulable: 0/3 nodes are available: 3 node(s) had untolerated taint(s)."
+
+
+def decide_at(minutes: float, status: BatchJobStatus | None, application: ApplicationView | None) -> BatchJobDecision:
+    return decide_batchjob(
+        status,
+        BatchJobObservation(HOLDER, application),
+        generation=1,
+        now=T0 + timedelta(minutes=minutes),
+        stalled_after=timedelta(minutes=5),
+    )
+
+
+def stalled(decision: BatchJobDecision) -> tuple[str, str]:
+    condition = find_condition(decision.status.conditions, "Stalled")
+    assert condition is not None
+    return condition.status.value, condition.message
+
+
+def test_a_run_not_running_in_time_is_stalled_with_the_schedulers_words_once() -> None:
+    waiting = ApplicationView(ApplicationPhase.PENDING, executors=2, waiting_for=STUCK)
+    submitted = decide_at(0, None, None)
+    assert submitted.decide_again_in == 300.0, "looked at again when the wait becomes a stall"
+
+    early = decide_at(4, submitted.status, waiting)
+    assert early.status.waiting_for == STUCK
+    assert early.status.message == f"0 of 2 executors placed; {STUCK}"
+    assert stalled(early) == ("False", "")
+    assert early.decide_again_in == 60.0
+    assert not any(e.reason == "Stalled" for e in early.events)
+
+    late = decide_at(5, early.status, waiting)
+    assert stalled(late) == ("True", f"not running 5 min after submission: {STUCK}")
+    assert late.events == (Event("Stalled", f"not running 5 min after submission: {STUCK}", warning=True),)
+    assert late.decide_again_in is None
+    assert late.status.state == BatchJobState.SUBMITTED, "a stall changes no state: the wait may still end"
+
+    again = decide_at(6, late.status, waiting)
+    assert stalled(again)[0] == "True"
+    assert again.events == (), "told once"
+
+    running = decide_at(7, again.status, app(ApplicationPhase.RUNNING, bound=2, running=2))
+    assert stalled(running) == ("False", "")
+    assert running.status.waiting_for is None
+    assert running.status.message == "running with 2 executors"
+
+
+def test_a_stall_without_a_reason_from_the_cluster_says_what_esi_sees() -> None:
+    placed = ApplicationView(ApplicationPhase.PENDING, executors=2, executors_bound=2)
+    submitted = decide_at(0, None, None)
+    late = decide_at(10, submitted.status, placed)
+
+    assert late.status.state == BatchJobState.SCHEDULED
+    assert stalled(late) == (
+        "True",
+        "not running 5 min after submission: all 2 executors placed, waiting for them to run",
+    )
+
+
+def test_waiting_for_slots_in_a_queue_is_no_stall_and_the_reason_goes_with_the_run() -> None:
+    queued = decide_batchjob(None, BatchJobObservation(QUEUED, None), generation=1, now=T0)
+    later = decide_batchjob(queued.status, BatchJobObservation(QUEUED, None), generation=1, now=T0 + timedelta(hours=1))
+    assert stalled(later) == ("False", "")
+    assert later.decide_again_in is None
+
+    waiting = ApplicationView(ApplicationPhase.PENDING, executors=2, waiting_for=STUCK)
+    stuck = decide_at(1, decide_at(0, None, None).status, waiting)
+    released = decide_batchjob(stuck.status, BatchJobObservation(None, None), generation=1, now=T0)
+    assert released.status.waiting_for is None
+    assert stalled(released)[0] == "False"

@@ -35,6 +35,7 @@ from infra.cluster_stack import (
     ConfigError,
     HelmChart,
     check_chart_available,
+    operators_deployment_manifest,
 )
 from infra.toolchain import REPO_ROOT
 
@@ -607,14 +608,32 @@ def test_config_values_are_read(config: Callable[[Mapping[str, Any]], ClusterEsi
         ({"nodeSelector": {"pool": {"a": 1}}}, "esi:nodeSelector.pool"),
         ({"sparkOperator": {"versoin": "2.4.0"}}, "esi:sparkOperator"),
         ({"flinkOperator": {"values": ["x"]}}, "esi:flinkOperator.values"),
+        ({"stalledAfter": "0"}, "esi:stalledAfter"),
     ],
-    ids=["labels-not-a-map", "label-not-text", "selector-not-text", "chart-unknown-key", "chart-values-not-a-map"],
+    ids=[
+        "labels-not-a-map",
+        "label-not-text",
+        "selector-not-text",
+        "chart-unknown-key",
+        "chart-values-not-a-map",
+        "stall-not-positive",
+    ],
 )
 def test_malformed_config_names_its_key(
     config: Callable[[Mapping[str, Any]], ClusterEsiArgs], values: Mapping[str, Any], key: str
 ) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         config(values)
+
+
+def test_a_stall_time_set_in_config_reaches_the_operators(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    def command(args: ClusterEsiArgs) -> list[str]:
+        return list(operators_deployment_manifest(args)["spec"]["template"]["spec"]["containers"][0]["command"])
+
+    assert not any(a.startswith("--stalled-after") for a in command(config({}))), "unset: the operators' default"
+    assert "--stalled-after=90" in command(config({"stalledAfter": "90"}))
 
 
 def test_the_committed_cluster_stack_config_is_valid(config: Callable[[Mapping[str, Any]], ClusterEsiArgs]) -> None:

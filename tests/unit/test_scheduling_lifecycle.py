@@ -529,3 +529,61 @@ def test_every_placeable_queue_completes_without_double_booking(
     for job in set(entries):
         assert len(w.slots_of(job)) == (runs if job in failing else 1), "a job runs once, a failing one until the limit"
         assert all(len(s) == entries.count(job) for s in w.slots_of(job)), "all its executors at once"
+
+
+def test_a_started_job_held_up_outside_esi_is_what_the_scheduling_waits_for_and_its_stall_is_told() -> None:
+    spec = queue("a", "b")
+    stuck = "executor a-exec-1 unschedulable: 0/3 nodes are available: 3 node(s) were unschedulable."
+    first = decide_scheduling(
+        spec,
+        None,
+        held({0}, a=JobView(held_by="s"), b=JobView(held_by="s")),
+        name="s",
+        namespace="ns",
+        generation=1,
+        now=T0,
+    )
+    assert first.status.waiting_for == "slots for job b (it needs 1, 0 of the testbed's slots are free)"
+
+    submitted = JobView(held_by="s", scheduling="s", state=BatchJobState.SUBMITTED, attempt=1, waiting_for=stuck)
+    waiting = decide_scheduling(
+        spec,
+        first.status,
+        held(set(), a=submitted, b=JobView(held_by="s")),
+        name="s",
+        namespace="ns",
+        generation=1,
+        now=T0,
+    )
+    assert waiting.status.waiting_for == f"job a: {stuck}", "the job holding the slots is why b waits"
+    stalled_condition = find_condition(waiting.status.conditions, "Stalled")
+    assert stalled_condition is not None
+    assert stalled_condition.status.value == "False"
+
+    why = f"not running 5 min after submission: {stuck}"
+    stalled_view = JobView(
+        held_by="s", scheduling="s", state=BatchJobState.SUBMITTED, attempt=1, waiting_for=stuck, stalled=why
+    )
+    observation = held(set(), a=stalled_view, b=JobView(held_by="s"))
+    stalled = decide_scheduling(spec, waiting.status, observation, name="s", namespace="ns", generation=1, now=T0)
+    condition = find_condition(stalled.status.conditions, "Stalled")
+    assert condition is not None
+    assert (condition.status.value, condition.reason, condition.message) == ("True", "JobStalled", f"job a {why}")
+    assert Event("Stalled", f"job a {why}", warning=True) in stalled.events
+    again = decide_scheduling(spec, stalled.status, observation, name="s", namespace="ns", generation=1, now=T0)
+    assert not any(e.reason == "Stalled" for e in again.events), "told once"
+
+    # A report about another Scheduling's run of the job is not this one's business.
+    foreign = JobView(held_by="s", scheduling="t", state=BatchJobState.SUBMITTED, waiting_for=stuck, stalled=why)
+    other = decide_scheduling(
+        spec,
+        waiting.status,
+        held(set(), a=foreign, b=JobView(held_by="s")),
+        name="s",
+        namespace="ns",
+        generation=1,
+        now=T0,
+    )
+    assert other.status.waiting_for is not None
+    assert not other.status.waiting_for.startswith("job a:")
+    assert find_condition(other.status.conditions, "Stalled").status.value == "False"  # type: ignore[union-attr]
