@@ -257,6 +257,7 @@ def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> S
         cpu=spec.resources_per_slot.cpu,
         memory=spec.resources_per_slot.memory,
         attempt=action.attempt,
+        tolerations=tuple(spec.tolerations or ()),
     )
 
 

@@ -179,7 +179,7 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
         if isinstance(action, DeleteGhost):
             await ignore(Refusal.NOT_FOUND, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
         elif isinstance(action, CreateGhost) and not await create(
-            client, ghost_pod(name, body["metadata"]["uid"], namespace, action)
+            client, ghost_pod(name, body["metadata"]["uid"], namespace, action, spec.tolerations or ())
         ):
             return None  # the namespace is being deleted, and the Testbed with it
     await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)

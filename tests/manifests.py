@@ -106,6 +106,13 @@ VALID: dict[str, dict[str, Any]] = {
     "spark batchjob with the external scheduler's notes": batchjob_manifest(
         externalScheduler={"profiler": [{"flink-wordcount": "24 (16)", "spark-pi": "27 (16)"}]}
     ),
+    "testbed on dedicated nodes": testbed_manifest(
+        tolerations=[
+            {"key": "dedicated", "operator": "Equal", "value": "esi", "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "esi", "effect": "NoExecute", "tolerationSeconds": 60},
+            {"operator": "Exists", "effect": "PreferNoSchedule"},
+        ]
+    ),
     "flink batchjob": batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)),
     "queue-based scheduling from the thesis": scheduling_manifest(),
     "slot-based scheduling, original upper-case mode": scheduling_manifest(
@@ -200,6 +207,21 @@ INVALID: dict[str, Invalid] = {
         testbed_manifest(resourcesPerSlot={"cpu": "1", "memory": "lots"}),
         "spec.resourcesPerSlot.memory",
         "should match",
+    ),
+    "testbed toleration with a value for any value": Invalid(
+        testbed_manifest(tolerations=[{"key": "dedicated", "operator": "Exists", "value": "esi"}]),
+        "spec.tolerations[0].value",
+        "value must be empty when operator is Exists",
+    ),
+    "testbed toleration of every key by value": Invalid(
+        testbed_manifest(tolerations=[{"value": "esi", "effect": "NoSchedule"}]),
+        "spec.tolerations[0].operator",
+        "operator must be Exists when key is empty",
+    ),
+    "testbed toleration of an unknown effect": Invalid(
+        testbed_manifest(tolerations=[{"key": "dedicated", "effect": "NoRun"}]),
+        "spec.tolerations[0].effect",
+        "NoSchedule",
     ),
     "testbed label key with a space": Invalid(testbed_manifest(nodeLabel="my label"), "spec.nodeLabel", "should match"),
     "testbed without slot size": Invalid(

@@ -5,12 +5,15 @@ id. Slots are numbered by (position on node, node id) — *interleaved* across n
 two slots each, ids 0 and 1 are the first slot of node 0 and node 1, ids 2 and 3 the second, so
 consecutive queue entries land on different nodes (docs/design.md#slot-ids-interleaved).
 
-Two more rules (docs/compatibility.md#node-labels):
+Three more rules (docs/compatibility.md#node-labels):
 
 * Label values that are not integers, or not distinct, never crash the layout and never drop slots
   silently. A node whose value is not an integer cannot be ordered, so its slots are left out *and named in
   a problem*; nodes sharing a value all keep their slots (ordered by node name as a tie-break) and the
   clash is named in a problem. The reconciler turns problems into a condition.
+* A node with a ``NoSchedule`` or ``NoExecute`` taint that none of the Testbed's tolerations tolerates holds
+  no slots (an executor could never be placed there): it is left out and named in ``untolerated``, as if it
+  had lost its label. ``PreferNoSchedule`` taints do not keep anything off a node.
 * Ids held by work stay put. Renumbering every slot when a node joins or leaves would move the slots a
   running job was given. ``keep`` maps (node, position) to the id it must keep; every other slot gets the
   smallest id not kept, in interleaved order. With nothing kept the ids are exactly 0..n-1.
@@ -22,17 +25,36 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "layout_slots"]
+from esi.resources.testbed import Toleration
+
+__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots"]
 
 _INTEGER = re.compile(r"^[0-9]{1,18}$")
 
 
 @dataclass(frozen=True)
+class Taint:
+    """One of a node's taints."""
+
+    key: str
+    value: str
+    effect: str  # NoSchedule, PreferNoSchedule or NoExecute
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+    @property
+    def keeps_pods_off(self) -> bool:
+        return self.effect in ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
 class NodeLabels:
-    """What the layout needs of a node: its name and its labels."""
+    """What the layout needs of a node: its name, its labels and its taints."""
 
     name: str
     labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True, order=True)
@@ -48,7 +70,8 @@ class SlotPlace:
 @dataclass(frozen=True)
 class SlotLayout:
     slots: tuple[SlotPlace, ...]  # ordered by id
-    problems: tuple[str, ...] = field(default=())
+    problems: tuple[str, ...] = field(default=())  # node labels that cannot order the nodes
+    untolerated: tuple[str, ...] = field(default=())  # nodes left out for their taints, each named with them
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -60,16 +83,26 @@ def layout_slots(
     label: str,
     slots_per_node: int,
     keep: Mapping[tuple[str, int], int] | None = None,
+    tolerations: Sequence[Toleration] = (),
 ) -> SlotLayout:
     """The Testbed's slots on ``nodes`` (any nodes; those without ``label`` are ignored)."""
     if slots_per_node < 1:
         raise ValueError(f"slots_per_node must be at least 1, got {slots_per_node}")
     keep = keep or {}
     problems: list[str] = []
+    untolerated: list[str] = []
     members: list[tuple[int, str]] = []  # (node id, node name)
     for node in sorted(nodes, key=lambda n: n.name):
         value = node.labels.get(label)
         if value is None:
+            continue
+        kept_off = [t for t in node.taints if t.keeps_pods_off and not _tolerated(t, tolerations)]
+        if kept_off:
+            taints = ", ".join(map(str, kept_off))
+            untolerated.append(
+                f"node {node.name} holds no slots: its taint{'s' if len(kept_off) > 1 else ''} {taints} "
+                f"{'are' if len(kept_off) > 1 else 'is'} not tolerated (spec.tolerations)"
+            )
             continue
         if not _INTEGER.fullmatch(value):
             problems.append(
@@ -95,7 +128,11 @@ def layout_slots(
         SlotPlace(id=ids[(name, position)], node_name=name, node_id=node_id, position=position)
         for position, node_id, name in places
     )
-    return SlotLayout(tuple(slots), tuple(problems))
+    return SlotLayout(tuple(slots), tuple(problems), tuple(untolerated))
+
+
+def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    return any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
 
 
 def _assign_ids(places: Sequence[tuple[str, int]], keep: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:

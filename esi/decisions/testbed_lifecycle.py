@@ -48,7 +48,7 @@ from enum import StrEnum
 from typing import Final
 
 from esi.decisions.events import Event
-from esi.decisions.layout import NodeLabels, SlotPlace, layout_slots
+from esi.decisions.layout import NodeLabels, SlotPlace, Taint, layout_slots
 from esi.resources.meta import ConditionStatus, find_condition, set_conditions
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import Slot, SlotCounts, SlotState, TestbedSpec, TestbedState, TestbedStatus
@@ -130,6 +130,7 @@ class NodeView:
     allocatable: Resources
     # Summed requests of the node's pods that are not finished and are not this testbed's ghosts or executors.
     other_requests: Resources = _NOTHING
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,10 +232,18 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     in_use = set(reserved) | {e.slot for e in executors if e.slot is not None}
     keep = _keep(current.slots, in_use, executors, spec.slots_per_node)
     layout = layout_slots(
-        [NodeLabels(n.name, n.labels) for n in observation.nodes], spec.node_label, spec.slots_per_node, keep
+        [NodeLabels(n.name, n.labels, n.taints) for n in observation.nodes],
+        spec.node_label,
+        spec.slots_per_node,
+        keep,
+        spec.tolerations or (),
     )
     places = {s.id: s for s in layout.slots}
-    problems = [_Problem("NodeLabelInvalid", p) for p in layout.problems] + problems
+    problems = [
+        *(_Problem("NodeLabelInvalid", p) for p in layout.problems),
+        *(_Problem("NodeTainted", p) for p in layout.untolerated),
+        *problems,
+    ]
     short = _capacity_problems(observation.nodes, layout.node_names, spec.slots_per_node, size)
     problems += short.values()
     problems += _unknown_reservations(reserved, places)

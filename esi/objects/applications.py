@@ -9,6 +9,7 @@ values give way:
 * required node affinity to the nodes of the slots, ANDed into every term the user wrote (terms are ORed,
   so each must carry it); the user's preferred terms, pod affinity and anti-affinity stay;
 * the second scheduler and the executor priority class, so an executor may take a ghost's place;
+* the Testbed's tolerations, after the user's (so an executor goes wherever its slot's ghost is);
 * labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
 * a fixed executor count: no dynamic allocation (Spark), no autoscaler (Flink).
 
@@ -52,6 +53,7 @@ from esi.objects.owners import owner_reference
 from esi.resources.batchjob import BatchJob
 from esi.resources.meta import API_VERSION, deep_merged
 from esi.resources.quantity import Quantity
+from esi.resources.testbed import Toleration
 
 __all__ = [
     "FLINK",
@@ -125,6 +127,7 @@ class SlotAssignment:
     cpu: Quantity  # the slot size
     memory: Quantity
     attempt: int = 1  # which attempt of the job in its Scheduling this run is
+    tolerations: tuple[Toleration, ...] = ()  # the Testbed's
 
 
 def application_kind(source: BatchJob | Mapping[str, Any]) -> ApplicationKind:
@@ -201,6 +204,7 @@ class _ExecutorSettings:
     node_requirement: dict[str, Any]
     memory_mib: int
     cpu: Quantity
+    tolerations: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, job: BatchJob, assignment: SlotAssignment) -> _ExecutorSettings:
@@ -218,20 +222,32 @@ class _ExecutorSettings:
             },
             memory_mib=_whole_mib(job.metadata.name, assignment),
             cpu=assignment.cpu,
+            tolerations=tuple(t.to_json_dict() for t in assignment.tolerations),
         )
 
     def pod_template(
-        self, template: Mapping[str, Any] | None, user_affinity: Mapping[str, Any] | None
+        self,
+        template: Mapping[str, Any] | None,
+        user_affinity: Mapping[str, Any] | None,
+        user_tolerations: Sequence[Mapping[str, Any]] | None,
     ) -> dict[str, Any]:
-        """A Pod template with esi's labels, node affinity, scheduler and priority merged into ``template``."""
+        """A Pod template with esi's labels, node affinity, tolerations, scheduler and priority merged into
+        ``template``."""
         pod = copy.deepcopy(dict(template or {}))
         pod["metadata"] = metadata = pod.get("metadata") or {}
         metadata["labels"] = {**(metadata.get("labels") or {}), **self.labels}
         pod["spec"] = spec = pod.get("spec") or {}
         spec["affinity"] = self.affinity(user_affinity)
+        if self.tolerations:
+            spec["tolerations"] = self.tolerations_after(user_tolerations)
         spec["schedulerName"] = SCHEDULER_NAME
         spec["priorityClassName"] = EXECUTOR_PRIORITY_CLASS
         return pod
+
+    def tolerations_after(self, user: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+        """``user``'s tolerations, then the Testbed's that ``user`` does not have already."""
+        tolerations = [copy.deepcopy(dict(t)) for t in user or ()]
+        return tolerations + [dict(t) for t in self.tolerations if t not in tolerations]
 
     def affinity(self, user: Mapping[str, Any] | None) -> dict[str, Any]:
         """``user``'s affinity with the slot nodes required: in every required term, as terms are ORed."""
@@ -314,12 +330,12 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     ``coreRequest`` = ``coreLimit`` = the slot cpu, and splits the slot memory by ``_spark_memory_split``.
     A user's ``memoryLimit`` gives way too (Spark limits the memory to the request, the slot).
 
-    Labels, affinity, scheduler and priority go into ``executor.template``, always (the user's template, if
+    Labels, affinity, tolerations, scheduler and priority go into ``executor.template``, always (the user's template, if
     any, merged): the operator hands it to Spark (``spark.kubernetes.executor.podTemplateFile``, operator 2.1+,
     Spark 3.0+), so executors get them without the operator's mutating webhook, which may be off or not
     watching the namespace. They go on the executor fields as well, with the same values, because the
     webhook, where it runs, applies those over the template (an affinity field replaces the pod's). The
-    user's affinity is the field's, else the template's. What would make an executor pod larger than its
+    user's affinity (tolerations) is the field's, else the template's. What would make an executor pod larger than its
     slot is refused, naming the field (``_refuse_spark_extras``).
 
     ``restartPolicy`` is forced to Never: esi retries a failed run at the Scheduling level, with fresh slots;
@@ -347,11 +363,14 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     pod.pop("memoryLimit", None)
     template = pod.get("template") or {}
     user_affinity = pod.get("affinity") or (template.get("spec") or {}).get("affinity")
+    user_tolerations = pod.get("tolerations") or (template.get("spec") or {}).get("tolerations")
     pod["labels"] = {**(pod.get("labels") or {}), **executor.labels}
     pod["affinity"] = executor.affinity(user_affinity)
+    if executor.tolerations:
+        pod["tolerations"] = executor.tolerations_after(user_tolerations)
     pod["schedulerName"] = SCHEDULER_NAME
     pod["priorityClassName"] = EXECUTOR_PRIORITY_CLASS
-    pod["template"] = executor.pod_template(template, user_affinity)
+    pod["template"] = executor.pod_template(template, user_affinity, user_tolerations)
     pod["template"]["spec"].setdefault("containers", [{"name": _SPARK_EXECUTOR_CONTAINER}])
     spec["executor"] = pod
     spec.setdefault("driver", {})  # required by the SparkApplication CRD; empty means Spark's defaults
@@ -480,11 +499,12 @@ def _flink_spec(
     template = task_manager.get("podTemplate")
     # The operator deep-merges spec.podTemplate under the TaskManager's, lists replaced whole: the affinity
     # the TaskManagers would get is that merge, and ours must contain all of it.
-    user_affinity = deep_merged(
-        ((spec.get("podTemplate") or {}).get("spec") or {}).get("affinity") or {},
-        ((template or {}).get("spec") or {}).get("affinity") or {},
+    common, own = ((spec.get("podTemplate") or {}).get("spec") or {}), (((template or {}).get("spec")) or {})
+    user_affinity = deep_merged(common.get("affinity") or {}, own.get("affinity") or {})
+    user_tolerations = own.get("tolerations") or common.get("tolerations")
+    task_manager["podTemplate"] = {"apiVersion": "v1", "kind": "Pod"} | executor.pod_template(
+        template, user_affinity, user_tolerations
     )
-    task_manager["podTemplate"] = {"apiVersion": "v1", "kind": "Pod"} | executor.pod_template(template, user_affinity)
     spec["taskManager"] = task_manager
 
     job_manager = spec.get("jobManager") or {}

@@ -1,16 +1,18 @@
 """Ghost pods and how a Testbed's pods and nodes read: manifests in, views for ``decide_testbed`` out.
 
 A ghost pod holds one slot: it requests (and is limited to) exactly the slot size, is pinned to the slot's
-node, carries the ghost priority class (so ordinary pods cannot evict it, but executors can), never
-preempts anything, and goes at once when evicted (grace period 0). It runs the pause image, which a real
-node has anyway and KWOK never pulls. It is owned by its Testbed, so deleting the Testbed removes them.
+node, tolerates what its Testbed tolerates, carries the ghost priority class (so ordinary pods cannot evict
+it, but executors can), never preempts anything, and goes at once when evicted (grace period 0). It runs the
+pause image, which a real node has anyway and KWOK never pulls. It is owned by its Testbed, so deleting the
+Testbed removes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from esi.decisions.layout import Taint
 from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
 from esi.objects.names import (
     GHOST_PRIORITY_CLASS,
@@ -24,6 +26,7 @@ from esi.objects.names import (
 from esi.objects.owners import owner_reference
 from esi.resources.meta import API_VERSION, part_of_esi
 from esi.resources.quantity import Quantity, QuantityError
+from esi.resources.testbed import Toleration
 
 __all__ = ["GHOST_IMAGE", "ghost_name", "ghost_pod", "node_view", "pod_requests", "pod_view"]
 
@@ -35,8 +38,10 @@ def ghost_name(testbed: str, slot: int) -> str:
     return f"{testbed}-ghost-{slot}"
 
 
-def ghost_pod(testbed: str, testbed_uid: str, namespace: str, create: CreateGhost) -> dict[str, Any]:
-    """The ghost pod manifest for one slot of a Testbed."""
+def ghost_pod(
+    testbed: str, testbed_uid: str, namespace: str, create: CreateGhost, tolerations: Sequence[Toleration] = ()
+) -> dict[str, Any]:
+    """The ghost pod manifest for one slot of a Testbed (``tolerations``: the Testbed's)."""
     size = {"cpu": str(create.size.cpu), "memory": str(create.size.memory)}
     return {
         "apiVersion": "v1",
@@ -59,6 +64,7 @@ def ghost_pod(testbed: str, testbed_uid: str, namespace: str, create: CreateGhos
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "containers": [{"name": "ghost", "image": GHOST_IMAGE, "resources": {"requests": size, "limits": size}}],
+            **({"tolerations": [t.to_json_dict() for t in tolerations]} if tolerations else {}),
         },
     }
 
@@ -109,4 +115,8 @@ def node_view(node: Mapping[str, Any], other_requests: Resources) -> NodeView:
         labels=dict(node["metadata"].get("labels") or {}),
         allocatable=Resources(_quantity(allocatable.get("cpu", 0)), _quantity(allocatable.get("memory", 0))),
         other_requests=other_requests,
+        taints=tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+            for t in (node.get("spec") or {}).get("taints") or ()
+        ),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
 from esi.resources.quantity import Quantity
@@ -26,6 +26,8 @@ __all__ = [
     "TestbedSpec",
     "TestbedState",
     "TestbedStatus",
+    "Toleration",
+    "TolerationOperator",
 ]
 
 # A Kubernetes label key: optional DNS-subdomain prefix and a name of at most 63 characters.
@@ -63,6 +65,66 @@ class ResourcesPerSlot(EsiModel):
         return size
 
 
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class Toleration(EsiModel):
+    """A taint of the Testbed's nodes that its ghosts and executors tolerate, as a Pod's toleration says it."""
+
+    cel_rules: ClassVar = (
+        {
+            "rule": "!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+            "message": "value must be empty when operator is Exists",
+            "fieldPath": ".value",
+        },
+        {
+            "rule": "(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+            "message": "operator must be Exists when key is empty (to tolerate every taint)",
+            "fieldPath": ".operator",
+        },
+    )
+
+    key: str | None = Field(default=None, max_length=317, description="The taint's key; empty: every key.")
+    operator: TolerationOperator | None = Field(
+        default=None, validate_default=True, description="Exists or Equal (the default)."
+    )
+    value: str | None = Field(default=None, max_length=63, description="The taint's value (operator Equal).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="The taint's effect; empty: every effect."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="NoExecute only: how long a pod stays once the taint appears; absent: for ever."
+    )
+
+    @field_validator("operator")
+    @classmethod
+    def _exists_without_key(
+        cls, operator: TolerationOperator | None, info: ValidationInfo
+    ) -> TolerationOperator | None:
+        if not info.data.get("key") and operator != TolerationOperator.EXISTS:
+            raise ValueError("operator must be Exists when key is empty (to tolerate every taint)")
+        return operator
+
+    @field_validator("value")
+    @classmethod
+    def _no_value_with_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and info.data.get("operator") == TolerationOperator.EXISTS:
+            raise ValueError("value must be empty when operator is Exists")
+        return value
+
+    def tolerates(self, key: str, value: str, effect: str) -> bool:
+        """Whether this toleration matches a taint, by Kubernetes' rules."""
+        if self.effect is not None and self.effect != effect:
+            return False
+        if not self.key:
+            return True  # operator Exists, checked above
+        if self.key != key:
+            return False
+        return self.operator == TolerationOperator.EXISTS or (self.value or "") == value
+
+
 class TestbedSpec(EsiModel):
     node_label: str = Field(
         max_length=317,
@@ -71,6 +133,13 @@ class TestbedSpec(EsiModel):
     )
     slots_per_node: int = Field(ge=1, le=256, description="Slots on each node of the Testbed.")
     resources_per_slot: ResourcesPerSlot
+    tolerations: list[Toleration] | None = Field(
+        default=None,
+        max_length=64,
+        description="Taints of its nodes that its ghosts and executors tolerate (drivers and JobManagers are "
+        "left as their jobs say). A node with a NoSchedule or NoExecute taint none of these tolerates holds no "
+        "slots.",
+    )
 
 
 class SlotState(StrEnum):

@@ -82,6 +82,11 @@ def esi_operators(
     return esi_crds
 
 
+# Seconds a run may wait to be Running before the session's operators call it Stalled: short, so that a test
+# sees a stall happen; runs of simulated jobs are Running within seconds.
+STALLED_AFTER = 30
+
+
 def ensure_operators(cluster: LocalCluster) -> None:
     """Start ``python -m operators`` for the cluster unless it runs; return once it reports live."""
     ensure_process(
@@ -93,6 +98,7 @@ def ensure_operators(cluster: LocalCluster) -> None:
             "operators",
             f"--kubeconfig={cluster.kubeconfig}",
             f"--liveness=http://127.0.0.1:{port}/healthz",
+            f"--stalled-after={STALLED_AFTER}",
         ],
     )
 

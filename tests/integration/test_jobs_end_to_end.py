@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from infra.local_cluster import LocalCluster
-from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
+from tests.integration.conftest import STALLED_AFTER, AddNodes, ensure_operators, kill_operators
 from tests.integration.kube import Watcher, create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
@@ -188,11 +188,118 @@ def test_a_driver_no_node_can_take_is_what_the_job_says_it_waits_for(
 
     def told() -> str | None:
         message = status(esi_stack, namespace, "batchjob", "huge-driver").get("message") or ""
-        return message if "is not scheduled" in message else None
+        return message if "unschedulable" in message else None
 
     message = wait_for("the job to say why nothing is placed", told, timeout=60)
-    assert message.startswith("0 of 1 executors placed; pod huge-driver-driver is not scheduled: 0/"), message
+    assert message.startswith("0 of 1 executors placed; driver huge-driver-driver unschedulable: 0/"), message
     assert "Insufficient memory" in message, message
+
+
+def condition(cluster: LocalCluster, namespace: str, kind: str, name: str, type_: str) -> dict[str, Any]:
+    found = [c for c in status(cluster, namespace, kind, name).get("conditions", []) if c["type"] == type_]
+    return found[0] if found else {}
+
+
+def test_an_executor_no_node_takes_is_why_job_and_scheduling_wait_and_a_long_wait_is_a_stall(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    (node,) = new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, count=1)
+    esi_stack.kubectl("cordon", node)  # as an administrator would before maintenance: no new pod goes there
+    spark_job(esi_stack, namespace, "blocked")
+    scheduling(esi_stack, namespace, "s", ["blocked"])
+
+    def waiting_for(kind: str, name: str) -> Callable[[], str | None]:
+        return lambda: status(esi_stack, namespace, kind, name).get("waitingFor") or None
+
+    job_waits = wait_for("the job to say what holds it up", waiting_for("batchjob", "blocked"), timeout=60)
+    assert job_waits.startswith("executor blocked-"), job_waits
+    assert "unschedulable: 0/" in job_waits, job_waits
+    assert "node(s) were unschedulable" in job_waits, "the scheduler's own words"
+
+    def scheduling_tells_of_the_job() -> str | None:
+        waits = status(esi_stack, namespace, "scheduling", "s").get("waitingFor") or ""
+        return waits if waits.startswith("job blocked:") else None
+
+    scheduling_waits = wait_for("the Scheduling to say so", scheduling_tells_of_the_job, timeout=60)
+    assert scheduling_waits.startswith("job blocked: executor blocked-"), scheduling_waits
+    table = esi_stack.kubectl("get", "-n", namespace, "batchjob", "blocked")
+    assert "node(s) were unschedulable" in table, f"kubectl get shows it:\n{table}"
+
+    def stall() -> dict[str, Any] | None:
+        found = condition(esi_stack, namespace, "scheduling", "s", "Stalled")
+        return found if found.get("status") == "True" else None
+
+    stalled = wait_for("the wait to become a stall", stall, timeout=STALLED_AFTER + 60)
+    assert stalled["message"].startswith(f"job blocked not running {STALLED_AFTER} s after submission: executor")
+    job_stalled = condition(esi_stack, namespace, "batchjob", "blocked", "Stalled")
+    assert (job_stalled["status"], job_stalled["reason"]) == ("True", "WaitingTooLong"), job_stalled
+    warnings = esi_stack.kubectl(
+        "get", "events", "-n", namespace, "--field-selector=type=Warning,reason=Stalled", "-o", "json"
+    )
+    told = {e["involvedObject"]["kind"]: e["message"] for e in json.loads(warnings)["items"]}
+    assert set(told) == {"BatchJob", "Scheduling"}, told
+    assert "node(s) were unschedulable" in told["BatchJob"], told
+
+    esi_stack.kubectl("uncordon", node)
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
+    assert condition(esi_stack, namespace, "scheduling", "s", "Stalled")["status"] == "False"
+    assert condition(esi_stack, namespace, "batchjob", "blocked", "Stalled")["status"] == "False"
+    assert "waitingFor" not in status(esi_stack, namespace, "batchjob", "blocked")
+
+
+def test_dedicated_nodes_hold_slots_once_the_testbed_tolerates_their_taints(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/e2e-{unique}"
+    nodes = [add_nodes(1, cpu="2", labels={label: str(i)})[0] for i in range(2)]
+    taints = [f"dedicated={unique}:NoSchedule", f"dedicated={unique}:NoExecute"]
+    for node in nodes:  # as cluster operators dedicate nodes: nothing else goes there, nothing else stays
+        esi_stack.kubectl("taint", "node", node, *taints)
+    create_testbed(esi_stack, namespace, label)
+
+    def degraded() -> dict[str, Any] | None:
+        table = status(esi_stack, namespace, "testbed", "tb")
+        return table if table.get("state") == "Degraded" else None
+
+    table = wait_for("the Testbed to say its nodes are tainted", degraded, timeout=60)
+    assert table["counts"]["slots"] == 0, "no slot where no executor could go"
+    healthy = condition(esi_stack, namespace, "testbed", "tb", "Healthy")
+    told = [
+        f"node {node} holds no slots: its taints dedicated={unique}:NoSchedule, dedicated={unique}:NoExecute are "
+        "not tolerated (spec.tolerations)"
+        for node in nodes
+    ]
+    assert (healthy["status"], healthy["reason"]) == ("False", "NodeTainted"), healthy
+    assert all(t in healthy["message"] for t in told), healthy
+    warnings = esi_stack.kubectl(
+        "get", "events", "-n", namespace, "--field-selector=type=Warning,reason=NodeTainted", "-o", "json"
+    )
+    assert sorted(e["message"] for e in json.loads(warnings)["items"]) == sorted(told)
+
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": unique}]  # every effect
+    esi_stack.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "testbed",
+        "tb",
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"tolerations": tolerations}}),
+    )
+    wait_for("the Testbed Ready on its dedicated nodes", ready_with_ghosts(esi_stack, namespace, 4), timeout=60)
+    ghosts = json.loads(esi_stack.kubectl("get", "pods", "-n", namespace, "-l", f"{ROLE_LABEL}=ghost", "-o", "json"))[
+        "items"
+    ]
+    assert sorted(g["spec"]["nodeName"] for g in ghosts) == sorted(nodes * 2)
+    assert all(tolerations[0] in g["spec"]["tolerations"] for g in ghosts), "a NoExecute taint would evict them"
+
+    spark_job(esi_stack, namespace, "dedicated")
+    scheduling(esi_stack, namespace, "s", ["dedicated", "dedicated"])
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
+    runs = status(esi_stack, namespace, "batchjob", "dedicated")["runs"]
+    assert [r["outcome"] for r in runs] == ["Succeeded", "Succeeded"], runs
+    assert all(set(r["nodes"]) <= set(nodes) and r["nodes"] for r in runs), (runs, nodes)
 
 
 def test_queued_jobs_interleave_and_a_later_job_waits_for_room(

@@ -7,6 +7,7 @@ Executor sizes are checked the way the real operators turn them into pod request
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,7 @@ from esi.objects.names import (
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
+from esi.resources.testbed import Toleration
 from sim import pods as simulated
 from tests import manifests
 
@@ -853,3 +855,38 @@ def test_the_manifest_reads_back_as_its_kind() -> None:
 
         assert application_kind(manifest) is application_kind(job)
         assert application_view(manifest, []) == ApplicationView(ApplicationPhase.PENDING)
+
+
+DEDICATED = (
+    Toleration.model_validate({"key": "dedicated", "value": "esi", "effect": "NoSchedule"}),
+    Toleration.model_validate({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}),
+)
+TOLERATIONS = [t.to_json_dict() for t in DEDICATED]
+USERS_TOLERATION = {"key": "gpu", "operator": "Exists"}
+
+
+def test_spark_executors_tolerate_the_testbeds_taints_after_the_users_and_the_driver_is_left_alone() -> None:
+    on_dedicated_nodes = dataclasses.replace(THESIS_SLOTS, tolerations=DEDICATED)
+    job = spark_job(executor={"tolerations": [USERS_TOLERATION, TOLERATIONS[0]]})
+
+    spec = build(job, on_dedicated_nodes)["spec"]
+
+    executor = spec["executor"]
+    assert executor["tolerations"] == [USERS_TOLERATION, *TOLERATIONS], "each once, the user's first"
+    assert executor["template"]["spec"]["tolerations"] == executor["tolerations"], "the template is what Spark uses"
+    assert "tolerations" not in spec["driver"]
+
+    plain = build(spark_job(), THESIS_SLOTS)["spec"]["executor"]
+    assert "tolerations" not in plain
+    assert "tolerations" not in plain["template"]["spec"]
+
+
+def test_flink_taskmanagers_tolerate_the_testbeds_taints_after_those_their_pod_template_would_have() -> None:
+    on_dedicated_nodes = dataclasses.replace(THESIS_SLOTS, tolerations=DEDICATED)
+    common_template = {"spec": {"tolerations": [USERS_TOLERATION]}}
+    job = flink_job(podTemplate=common_template)
+
+    spec = build(job, on_dedicated_nodes)["spec"]
+
+    assert spec["taskManager"]["podTemplate"]["spec"]["tolerations"] == [USERS_TOLERATION, *TOLERATIONS]
+    assert spec["podTemplate"] == common_template, "the JobManager's share, untouched"

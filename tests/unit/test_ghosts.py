@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from esi.decisions.layout import Taint
 from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, PodRole, Resources
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, testbed_of
 from esi.resources.quantity import Quantity
+from esi.resources.testbed import Toleration
 
 SIZE = Resources(Quantity("700m"), Quantity("896Mi"))
 
@@ -89,3 +91,26 @@ def test_only_ghosts_and_executors_belong_to_a_testbed_whatever_testbed_label_a_
     assert testbed_of({"spark-role": "driver", TESTBED_LABEL: "tb", JOB_LABEL: "j"}) is None
     assert testbed_of({ROLE_LABEL: "driver", TESTBED_LABEL: "tb"}) is None
     assert testbed_of({ROLE_LABEL: "executor"}) is None
+
+
+def test_a_ghost_tolerates_what_its_testbed_tolerates_and_a_nodes_taints_are_read() -> None:
+    tolerations = [Toleration.model_validate({"key": "dedicated", "value": "esi", "effect": "NoExecute"})]
+    create = CreateGhost(slot=0, node_name="n1", position=0, size=SIZE)
+
+    assert "tolerations" not in ghost_pod("tb", "uid-tb", "ns", create)["spec"]
+    pod = ghost_pod("tb", "uid-tb", "ns", create, tolerations)
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "value": "esi", "effect": "NoExecute"}]
+
+    node = {
+        "metadata": {"name": "n"},
+        "spec": {
+            "taints": [
+                {"key": "dedicated", "value": "esi", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-01-01T00:00:00Z"},
+            ]
+        },
+    }
+    assert node_view(node, SIZE).taints == (
+        Taint("dedicated", "esi", "NoSchedule"),
+        Taint("node.kubernetes.io/unreachable", "", "NoExecute"),
+    )

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esi.decisions.layout import NodeLabels, SlotPlace, layout_slots
+from esi.decisions.layout import NodeLabels, SlotPlace, Taint, layout_slots
+from esi.resources.testbed import Toleration
 
 LABEL = "esi.test/node-id"
 
@@ -124,3 +125,53 @@ def test_kept_ids_never_move_and_never_collide(
     for place, kept_id in keep.items():
         if place in by_place:
             assert by_place[place] == kept_id
+
+
+def tainted(name: str, value: str, *taints: Taint) -> NodeLabels:
+    return NodeLabels(name, {LABEL: value}, taints)
+
+
+DEDICATED = Taint("dedicated", "esi", "NoSchedule")
+DRAINING = Taint("draining", "", "NoExecute")
+PREFERRED = Taint("spare", "yes", "PreferNoSchedule")
+
+
+def toleration(**fields: object) -> Toleration:
+    return Toleration.model_validate(fields)
+
+
+def test_a_node_whose_taint_is_not_tolerated_holds_no_slots_and_is_named_with_its_taints() -> None:
+    nodes = [tainted("a", "0"), tainted("b", "1", DEDICATED, DRAINING), tainted("c", "2", PREFERRED)]
+
+    layout = layout_slots(nodes, LABEL, 1)
+
+    assert [s.node_name for s in layout.slots] == ["a", "c"], "PreferNoSchedule keeps nothing off a node"
+    assert layout.untolerated == (
+        "node b holds no slots: its taints dedicated=esi:NoSchedule, draining:NoExecute are not tolerated "
+        "(spec.tolerations)",
+    )
+    assert layout.problems == ()
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "holds_slots"),
+    [
+        ([toleration(key="dedicated", operator="Equal", value="esi", effect="NoSchedule")], False),  # not draining
+        (
+            [
+                toleration(key="dedicated", value="esi"),  # Equal is the default; any effect
+                toleration(key="draining", operator="Exists", effect="NoExecute", tolerationSeconds=30),
+            ],
+            True,
+        ),
+        ([toleration(key="dedicated", value="other"), toleration(key="draining", operator="Exists")], False),
+        ([toleration(operator="Exists")], True),  # every taint
+        ([toleration(operator="Exists", effect="NoSchedule")], False),
+    ],
+    ids=["one-of-two", "both", "other-value", "everything", "every-noschedule"],
+)
+def test_tolerations_match_taints_as_kubernetes_matches_them(tolerations: list[Toleration], holds_slots: bool) -> None:
+    layout = layout_slots([tainted("b", "1", DEDICATED, DRAINING)], LABEL, 2, tolerations=tolerations)
+
+    assert bool(layout.slots) is holds_slots
+    assert bool(layout.untolerated) is not holds_slots

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esi.decisions.events import Event
+from esi.decisions.layout import Taint
 from esi.decisions.testbed_lifecycle import (
     CreateGhost,
     DeleteGhost,
@@ -33,7 +34,7 @@ from esi.decisions.testbed_lifecycle import (
 )
 from esi.resources.meta import ConditionStatus, find_condition
 from esi.resources.quantity import Quantity
-from esi.resources.testbed import SlotState, TestbedSpec, TestbedState, TestbedStatus
+from esi.resources.testbed import SlotState, TestbedSpec, TestbedState, TestbedStatus, Toleration
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LABEL = "esi.test/slots"
@@ -708,3 +709,33 @@ def test_property_slot_ids_are_distinct_and_outputs_do_not_depend_on_input_order
     work = [p for p in observation.pods if p.role == PodRole.EXECUTOR and not p.phase.finished and p.slot is not None]
     if status is None and not work and not any(r.slots for r in observation.reservations):
         assert ids == list(range(len(ids))), "with nothing to keep, ids are 0..n-1"
+
+
+def test_a_node_with_a_taint_the_testbed_does_not_tolerate_is_reported_and_loses_its_ghosts() -> None:
+    taint = Taint("dedicated", "esi", "NoSchedule")
+    world = World(labelled("node-1", "node-2"))
+    world.settle()
+    world.nodes = [replace(n, taints=(taint,)) if n.name == "node-2" else n for n in world.nodes]
+
+    decision = world.decide()
+
+    assert {"ghost-node-2-1", "ghost-node-2-3"} <= set(deleted(decision)), "its slots are not offered"
+    assert [s.node_name for s in decision.status.slots] == ["node-1", "node-1"]
+    assert decision.status.state == TestbedState.DEGRADED
+    message = "node node-2 holds no slots: its taint dedicated=esi:NoSchedule is not tolerated (spec.tolerations)"
+    assert Event("NodeTainted", message, warning=True) in decision.events
+    healthy = find_condition(decision.status.conditions, "Healthy")
+    assert healthy is not None
+    assert (healthy.status, healthy.reason, healthy.message) == (ConditionStatus.FALSE, "NodeTainted", message)
+
+    world.pods = apply(world.pods, decision)
+    status = world.settle()
+    assert world.ghosts() == [("node-1", 0), ("node-1", 1)]
+    assert status.state == TestbedState.DEGRADED
+
+    world.spec = world.spec.model_copy(
+        update={"tolerations": [Toleration.model_validate({"key": "dedicated", "value": "esi"})]}
+    )
+    status = world.settle()
+    assert status.state == TestbedState.READY, "tolerated, the node holds its slots again"
+    assert world.ghosts() == [("node-1", 0), ("node-1", 2), ("node-2", 1), ("node-2", 3)]
