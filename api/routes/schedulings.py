@@ -30,7 +30,7 @@ from esi.wire.rest import (
     scheduling_spec,
 )
 from kube.errors import Refusal, refusal
-from kube.resources import SchedulingResource, plain
+from kube.resources import BatchJobResource, SchedulingResource, plain
 
 __all__ = ["REPLACE_ATTEMPTS", "router"]
 
@@ -124,6 +124,7 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
     except ValidationError as err:
         problems = field_problems(err, prefix="spec.")
         raise Problem(422, f"not a valid Scheduling: {', '.join(p.field for p in problems)}", problems) from err
+    await _refuse_missing_jobs(request, cache, kube, namespace)
     _refuse_unplaceable(request, validated, cache, namespace)
     manifest = {
         "apiVersion": API_VERSION,
@@ -144,6 +145,39 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
     if scheduling is None:
         raise Problem(502, f"Scheduling {request.name} was written, but esi cannot read it back")
     return one(external_scheduling(scheduling), view, status_code)
+
+
+async def _refuse_missing_jobs(
+    request: SchedulingSubmission, cache: ResourceCache, kube: AsyncClient, namespace: str
+) -> None:
+    """422 naming each entry whose BatchJob does not exist. The cache may lag a job just created: one it does
+    not know is looked up before it is refused, and one that cannot be looked up is not refused."""
+    if request.queue is not None:
+        named = [(f"queue[{i}]", job) for i, job in enumerate(request.queue)]
+    else:
+        assert request.slots is not None
+        named = [(f"slots.jobs[{i}].name", job.name) for i, job in enumerate(request.slots.jobs)]
+    unknown = {job for _, job in named if cache.jobs.get(namespace, job) is None}
+    missing = {job for job in sorted(unknown) if not await _exists(kube, job, namespace)}
+    if missing:
+        raise Problem(
+            422,
+            f"Scheduling {request.name} names BatchJobs that do not exist in namespace {namespace}: "
+            + ", ".join(sorted(missing)),
+            [
+                FieldProblem(field=field, problem=f"BatchJob {job} does not exist in namespace {namespace}")
+                for field, job in named
+                if job in missing
+            ],
+        )
+
+
+async def _exists(kube: AsyncClient, job: str, namespace: str) -> bool:
+    try:
+        await kube.get(BatchJobResource, job, namespace=namespace)
+    except KubeApiError as err:
+        return refusal(err) is not Refusal.NOT_FOUND
+    return True
 
 
 def _refuse_unplaceable(

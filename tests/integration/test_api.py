@@ -111,6 +111,14 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
     assert "BatchJob nope" in missing_job.json()["detail"]["message"]
     assert api.delete("/external/schedulings/nope").status_code == 404  # the original answered 304
 
+    missing = api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["a", "b", "a"]})
+    assert missing.status_code == 422, missing.text
+    assert missing.json()["detail"]["message"] == (
+        f"Scheduling s names BatchJobs that do not exist in namespace {namespace}: a, b"
+    )
+    assert [p["field"] for p in missing.json()["detail"]["errors"]] == ["queue[0]", "queue[1]", "queue[2]"]
+    # A job created a moment ago, which the API's cache may not have seen yet, is there.
+    spark_job(esi_stack, namespace, "a")
     invalid = api.post("/external/schedulings", json={"name": "Not A Name", "testBed": "tb", "queue": ["a"]})
     assert invalid.status_code == 422, invalid.text  # the API server's own validation, passed on
     assert invalid.json()["detail"]["errors"][0]["field"] == "metadata.name"
@@ -120,6 +128,8 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
 def test_a_scheduling_being_deleted_cannot_be_replaced(
     esi_stack: LocalCluster, api: httpx.Client, namespace: str
 ) -> None:
+    for job in ("a", "b"):
+        spark_job(esi_stack, namespace, job)
     assert api.post("/external/schedulings", json={"name": "s", "testBed": "none", "queue": ["a"]}).status_code == 201
     wait_for("esi's finalizer", lambda: get(esi_stack, namespace, "scheduling", "s")["metadata"].get("finalizers"))
     # Held in deletion by a finalizer of the test's own, as long as it likes.
