@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import kopf
@@ -24,9 +24,9 @@ from esi.decisions.batchjob_lifecycle import (
     CreateApplication,
     DeleteApplication,
     Holder,
-    colocated_jobs,
     decide_batchjob,
     decide_unbuildable,
+    neighbours_on,
 )
 from esi.decisions.testbed_lifecycle import FINISHED_PHASES
 from esi.objects.applications import (
@@ -41,7 +41,7 @@ from esi.objects.applications import (
 from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ROLE_EXECUTOR, ROLE_LABEL
-from esi.resources.batchjob import BatchJob
+from esi.resources.batchjob import BatchJob, RunRecord
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState, testbed_name
 from esi.resources.testbed import TestbedSpec, TestbedStatus
@@ -147,7 +147,43 @@ def executors_on_nodes(
     return {node: (namespace or "", labels[JOB_LABEL])}
 
 
+# Runs of each job that can still meet a run being recorded: the latest ones (older ones have long ended).
+_RECENT_RUNS = 5
+
+RunOnNode = tuple[Key, datetime, datetime | None]  # (namespace, job), start, end
+
+
+@index(GROUP, VERSION, "batchjobs")
+def runs_on_nodes(
+    *, name: str, namespace: str | None, status: kopf.Status, **_: Any
+) -> dict[str, tuple[RunOnNode, ...]]:
+    """Per node, the recent runs recorded there: who ran next to whom, after their pods are gone."""
+    found: dict[str, list[RunOnNode]] = {}
+    for raw in (status.get("runs") or [])[-_RECENT_RUNS:]:
+        try:
+            run = RunRecord.model_validate(raw)
+        except ValidationError:
+            continue  # written by another version of esi
+        for node in run.nodes:
+            found.setdefault(node, []).append(((namespace or "", name), run.start, run.end))
+    return {node: tuple(runs) for node, runs in found.items()}
+
+
 # --- wake-ups ------------------------------------------------------------------------------------------
+
+
+@kopf.on.event(GROUP, VERSION, "batchjobs")
+def _runs_changed(*, name: str, namespace: str | None, status: kopf.Status, **indexes: Any) -> None:
+    """A job's last run, recorded or changed, may have met the jobs recorded on its nodes: they look again."""
+    runs = status.get("runs") or []
+    if not runs:
+        return
+    recorded = runs_on_nodes.of(indexes)
+    me = (namespace or "", name)
+    _wakeups.wake(
+        {job for node in runs[-1].get("nodes") or () for entries in recorded.get(node, ()) for job, *_ in entries}
+        - {me}
+    )
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.BATCHJOB.value})
@@ -193,6 +229,11 @@ class _Caches:
     applications: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
     pods: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
     executors_on_nodes: kopf.Index[str, Key]
+    runs_on_nodes: kopf.Index[str, tuple[RunOnNode, ...]]
+
+    def runs_on(self) -> dict[str, list[RunOnNode]]:
+        """``runs_on_nodes`` with one list per node (an index holds one tuple per job)."""
+        return {node: [run for runs in store for run in runs] for node, store in self.runs_on_nodes.items()}
 
     @classmethod
     def of(cls, indexes: Mapping[str, Any]) -> _Caches:
@@ -204,6 +245,7 @@ class _Caches:
             applications={SPARK.kind: spark_applications.of(indexes), FLINK.kind: flink_deployments.of(indexes)},
             pods={SPARK.kind: spark_pods.of(indexes), FLINK.kind: flink_pods.of(indexes)},
             executors_on_nodes=executors_on_nodes.of(indexes),
+            runs_on_nodes=runs_on_nodes.of(indexes),
         )
 
 
@@ -237,6 +279,16 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     state = state_named(JobState, record.state)
     reserved = state is not None and state.allocated
     return Holder(hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt)
+
+
+def _slot_nodes(namespace: str, holder: Holder | None, caches: _Caches) -> tuple[str, ...]:
+    """The nodes of the holder's slots, by the Testbed's slot table; () when it does not list them all."""
+    if holder is None or not holder.slots:
+        return ()
+    raw = first(caches.testbeds.get((namespace, holder.testbed)))
+    table = {slot.get("id"): slot.get("nodeName") for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
+    nodes = [table.get(slot) for slot in holder.slots]
+    return tuple(sorted({str(n) for n in nodes})) if all(nodes) else ()
 
 
 def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> SlotAssignment | str:
@@ -277,11 +329,16 @@ async def _reconcile(
     raw_application = first(caches.applications[kind.kind].get(key))
     pods = list(caches.pods[kind.kind].get(key, ()))
     application = view_of_application(raw_application, pods) if raw_application is not None else None
+    holder = _holder(key, caches)
+    slot_nodes = _slot_nodes(namespace, holder, caches)
+    last_run = job.status.runs[-1].nodes if job.status is not None and job.status.runs else []
+    nodes = {*(application.nodes if application else ()), *slot_nodes, *last_run}
     observation = BatchJobObservation(
-        holder=_holder(key, caches),
+        holder=holder,
         application=application,
         leftover_pods=len(pods),
-        colocated_jobs=colocated_jobs(key, application.nodes if application else (), caches.executors_on_nodes),
+        slot_nodes=slot_nodes,
+        neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on()),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)

@@ -21,6 +21,11 @@ Runs (docs/compatibility.md#runs):
 * A run that completes without Running ever being observed (short jobs, a restart) is still recorded,
   starting at submission.
 * Releasing closes an open run as Cancelled.
+* A run's record is built from what lasts, not only from pods that may be gone after a crash: its nodes are
+  its executors' nodes, else the nodes of its slots in the Testbed's table; its co-located jobs are those
+  with executors on its nodes while it is open and those whose recorded runs overlap it there, added to
+  each time the job is decided while it is held (a job recorded later is still found). A record whose
+  nodes cannot be learned says so in ``incomplete``, never an empty list that reads as "alone".
 
 Waits explain themselves: ``waitingFor`` carries the scheduler's or kubelet's words on a pod of the run that
 is not placed or not started, and a run that is still not Running ``stalled_after`` its submission gets the
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from esi.decisions.events import Event
@@ -47,9 +52,10 @@ __all__ = [
     "CreateApplication",
     "DeleteApplication",
     "Holder",
-    "colocated_jobs",
+    "Neighbour",
     "decide_batchjob",
     "decide_unbuildable",
+    "neighbours_on",
 ]
 
 
@@ -90,11 +96,29 @@ class ApplicationView:
 
 
 @dataclass(frozen=True)
+class Neighbour:
+    """Another job on a node: executors of it running there now (no times), or one of its runs recorded
+    there (``start``, and ``end`` once it ended)."""
+
+    job: str  # as a run's colocatedJobs names it: the name, or namespace/name from another namespace
+    node: str
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def meets(self, start: datetime, end: datetime | None) -> bool:
+        """Whether it was on its node during [start, end) (``end`` None: a run still open)."""
+        if self.start is None:
+            return end is None  # running there now: only a run that is open now meets it
+        return (end is None or self.start < end) and (self.end is None or self.end > start)
+
+
+@dataclass(frozen=True)
 class BatchJobObservation:
     holder: Holder | None
     application: ApplicationView | None  # None: no application object exists
     leftover_pods: int = 0  # pods of the job's application that are still there (terminating)
-    colocated_jobs: tuple[str, ...] = ()  # other jobs running on the executors' nodes
+    slot_nodes: tuple[str, ...] = ()  # the nodes of the holder's slots, from its Testbed's slot table
+    neighbours: tuple[Neighbour, ...] = ()  # other jobs on the nodes of the job's runs
 
 
 @dataclass(frozen=True)
@@ -157,6 +181,7 @@ class _Step:
 
     def release(self) -> None:
         """The holding Scheduling let go (or another took over): remove the application, then be Ready."""
+        self._complete_last_run()
         self._close_run(RunOutcome.CANCELLED)
         if self.observation.application is not None or self.observation.leftover_pods:
             if self.observation.application is not None:
@@ -170,6 +195,7 @@ class _Step:
 
     def follow(self, holder: Holder) -> None:
         """Held by ``holder``: create the application once slots are reserved, then track it."""
+        self._complete_last_run()
         application = self.observation.application
         if self.status.scheduling != holder.scheduling:
             self.update(
@@ -248,11 +274,32 @@ class _Step:
             attempt=self.status.attempt,
             testbed=holder.testbed,
             slots=list(holder.slots),
-            nodes=sorted(set(nodes)),
-            colocated_jobs=sorted(set(self.observation.colocated_jobs)),
             start=start,
         )
         self.update(runs=[*self.status.runs, run][-MAX_RUNS:], run_count=self.status.run_count + 1)
+        self._complete_last_run(nodes)
+
+    def _complete_last_run(self, executor_nodes: tuple[str, ...] = ()) -> None:
+        """Add to the last run's record what is known now: its nodes (its executors', else its slots'), and
+        the jobs that met it there. Only while the Scheduling that ran it holds the job: then it is final."""
+        if not self.status.runs or self.status.scheduling != self.status.runs[-1].scheduling:
+            return
+        run = self.status.runs[-1]
+        holder = self.observation.holder
+        slot_nodes = self.observation.slot_nodes if holder is not None and holder.scheduling == run.scheduling else ()
+        nodes = sorted({*run.nodes, *executor_nodes} or set(slot_nodes))
+        met = {n.job for n in self.observation.neighbours if n.node in nodes and n.meets(run.start, run.end)}
+        incomplete = None
+        if not nodes:
+            incomplete = (
+                f"nodes unknown: its executors were gone and testbed {run.testbed} does not list slots "
+                f"{', '.join(map(str, run.slots))}; so are the jobs it ran next to"
+            )
+        completed = run.model_copy(
+            update={"nodes": nodes, "colocated_jobs": sorted({*run.colocated_jobs, *met}), "incomplete": incomplete}
+        )
+        if completed != run:
+            self.update(runs=[*self.status.runs[:-1], completed])
 
     def _open_run(self, holder: Holder, application: ApplicationView) -> None:
         if not self._run_open():
@@ -260,6 +307,7 @@ class _Step:
 
     def _close_run(self, outcome: RunOutcome) -> None:
         if self._run_open():
+            self._complete_last_run()
             closed = self.status.runs[-1].model_copy(update={"end": self.now, "outcome": outcome})
             self.update(runs=[*self.status.runs[:-1], closed])
 
@@ -331,25 +379,26 @@ def _duration(span: timedelta) -> str:
     return f"{seconds} s"
 
 
-def colocated_jobs(
-    job: tuple[str, str], nodes: Iterable[str], executors_on_nodes: Mapping[str, Iterable[tuple[str, str]]]
-) -> tuple[str, ...]:
-    """The other jobs whose executors run on ``nodes`` (the nodes of ``job``'s run), each named once, sorted.
-
-    Jobs are (namespace, name); one in ``job``'s own namespace is named by its name alone, one in another
-    namespace as ``namespace/name``. ``executors_on_nodes`` lists, per node, the job of each of its
-    unfinished executors."""
+def neighbours_on(
+    job: tuple[str, str],
+    nodes: Iterable[str],
+    executors_on_nodes: Mapping[str, Iterable[tuple[str, str]]],
+    runs_on_nodes: Mapping[str, Iterable[tuple[tuple[str, str], datetime, datetime | None]]],
+) -> tuple[Neighbour, ...]:
+    """The other jobs on ``nodes``: those with unfinished executors there (``executors_on_nodes``: per node,
+    the (namespace, job) of each) and those with runs recorded there (``runs_on_nodes``: per node, the
+    (namespace, job), start and end of each). A job in ``job``'s own namespace is named by its name, one in
+    another namespace as ``namespace/name``."""
     namespace = job[0]
-    return tuple(
-        sorted(
-            {
-                name if other_namespace == namespace else f"{other_namespace}/{name}"
-                for node in set(nodes)
-                for other_namespace, name in executors_on_nodes.get(node, ())
-                if (other_namespace, name) != job
-            }
-        )
-    )
+
+    def named(other: tuple[str, str]) -> str:
+        return other[1] if other[0] == namespace else f"{other[0]}/{other[1]}"
+
+    found: set[Neighbour] = set()
+    for node in set(nodes):
+        found |= {Neighbour(named(o), node) for o in executors_on_nodes.get(node, ()) if o != job}
+        found |= {Neighbour(named(o), node, start, end) for o, start, end in runs_on_nodes.get(node, ()) if o != job}
+    return tuple(sorted(found, key=lambda n: (n.node, n.job, n.start or datetime.min.replace(tzinfo=UTC))))
 
 
 def decide_unbuildable(

@@ -176,6 +176,11 @@ class RunRecord(EsiModel):
     start: datetime
     end: datetime | None = None
     outcome: RunOutcome | None = None
+    incomplete: str | None = Field(
+        default=None,
+        description="What this record could not learn, and why (its nodes, and so its co-located jobs, when "
+        "neither its executors nor its Testbed's slot table were there to tell); absent when complete.",
+    )
 
 
 class BatchJobStatus(ReconciledStatus):

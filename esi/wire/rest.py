@@ -91,7 +91,7 @@ class View(StrEnum):
     ``original``: exactly the original ESI's fields, so clients that map them strictly (as its Java client's
     STOMP handler did) read them; the default. ``esi``: the same plus esi's own fields (``namespace``,
     ``esiState``, ``waitingFor``, ``message``, ``conditions``, ``heldBy``, a run's ``attempt``, ``slots``,
-    ``nodes`` and ``colocatedJobs``), for clients that ask: esi's client, CLI and UI
+    ``nodes``, ``colocatedJobs`` and ``incomplete``), for clients that ask: esi's client, CLI and UI
     (docs/compatibility.md#views).
     """
 
@@ -151,6 +151,7 @@ class ExternalScheduledEvent(OriginalScheduledEvent):
     slots: list[int]
     nodes: list[str]
     colocated_jobs: list[str]
+    incomplete: str | None = None
 
 
 class OriginalBatchJob(_Wire):
@@ -301,6 +302,7 @@ def _event(run: RunRecord, namespace: str | None) -> ExternalScheduledEvent:
         slots=run.slots,
         nodes=run.nodes,
         colocated_jobs=run.colocated_jobs,
+        incomplete=run.incomplete,
     )
 
 

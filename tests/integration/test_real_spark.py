@@ -661,11 +661,9 @@ def test_two_jobs_share_two_real_nodes_each_with_a_slot_on_both(real_spark: Real
         (run,) = runs[job] = status(cluster, "batchjob", job)["runs"]
         assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", sorted(ids), [NODE, SECOND_NODE])
         assert "Pi is roughly 3.1" in logs[job]
-    # A run's co-located jobs are those whose executors run on its nodes when it starts: the later of the two
-    # starts beside the earlier.
-    earlier, later = sorted(lists, key=lambda job: str(runs[job][0]["start"]))
-    assert runs[later][0]["colocatedJobs"] == [earlier], runs
-    assert runs[earlier][0]["colocatedJobs"] in ([], [later]), runs
+    # A run's co-located jobs are those that met it on its nodes: each of the two ran beside the other.
+    assert runs["pi-a"][0]["colocatedJobs"] == ["pi-b"], runs
+    assert runs["pi-b"][0]["colocatedJobs"] == ["pi-a"], runs
     executors = [life for life in history.with_role(ROLE_EXECUTOR).values() if life.labels[JOB_LABEL] in lists]
     assert {(e.labels[JOB_LABEL], e.node) for e in executors} == {
         (job, node) for job in lists for node in (NODE, SECOND_NODE)

@@ -17,6 +17,7 @@ from esi.decisions.batchjob_lifecycle import (
     CreateApplication,
     DeleteApplication,
     Holder,
+    Neighbour,
     decide_batchjob,
 )
 from esi.decisions.events import Event
@@ -57,7 +58,9 @@ def test_spark_happy_path_from_ready_to_ready_again() -> None:
             BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING)),
             BatchJobObservation(HOLDER, app(ApplicationPhase.PENDING, bound=2)),
             BatchJobObservation(
-                HOLDER, app(ApplicationPhase.RUNNING, bound=2, running=2, nodes=("n0", "n0")), colocated_jobs=("other",)
+                HOLDER,
+                app(ApplicationPhase.RUNNING, bound=2, running=2, nodes=("n0", "n0")),
+                neighbours=(Neighbour("other", "n0"),),
             ),
             BatchJobObservation(HOLDER, app(ApplicationPhase.SUCCEEDED, bound=2, running=2)),
             BatchJobObservation(None, app(ApplicationPhase.SUCCEEDED)),
