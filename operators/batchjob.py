@@ -43,7 +43,7 @@ from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ROLE_EXECUTOR, ROLE_LABEL
 from esi.resources.batchjob import BatchJob, RunRecord
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
-from esi.resources.scheduling import JobState, testbed_name
+from esi.resources.scheduling import JobState, RetryPolicy, testbed_name
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 from kube.errors import Refusal, ignore
 from kube.indexes import index
@@ -55,6 +55,7 @@ from operators.scheduling import testbed_tables
 __all__: list[str] = []
 
 Key = tuple[str, str]  # (namespace, name)
+RETRY = RetryPolicy()  # the defaults of a Scheduling's retry policy
 _wakeups = Wakeups("batchjob")
 
 
@@ -74,6 +75,7 @@ class _Record:
     state: str
     slots: tuple[int, ...]
     attempt: int
+    start_timeout: timedelta
 
 
 @index(GROUP, VERSION, "schedulings")
@@ -82,9 +84,12 @@ def scheduling_records(
 ) -> dict[tuple[str, str, str], _Record]:
     """Per (namespace, scheduling, job): the job's slots and state as the Scheduling recorded them."""
     testbed = testbed_name(spec)
+    timeout = timedelta(
+        seconds=int((spec.get("retry") or {}).get("startTimeoutSeconds") or RETRY.start_timeout_seconds)
+    )
     return {
         (namespace or "", name, job["name"]): _Record(
-            uid, testbed, job.get("state", ""), tuple(job.get("slots", ())), int(job.get("attempt", 1))
+            uid, testbed, job.get("state", ""), tuple(job.get("slots", ())), int(job.get("attempt", 1)), timeout
         )
         for job in status.get("jobs", [])
     }
@@ -278,7 +283,9 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
         return Holder(hold.scheduling, "")  # held, nothing recorded for it yet
     state = state_named(JobState, record.state)
     reserved = state is not None and state.allocated
-    return Holder(hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt)
+    return Holder(
+        hold.scheduling, record.testbed, record.slots if reserved else (), record.attempt, record.start_timeout
+    )
 
 
 def _slot_nodes(namespace: str, holder: Holder | None, caches: _Caches) -> tuple[str, ...]:

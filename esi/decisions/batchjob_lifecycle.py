@@ -30,6 +30,9 @@ Runs (docs/compatibility.md#runs):
 Waits explain themselves: ``waitingFor`` carries the scheduler's or kubelet's words on a pod of the run that
 is not placed or not started, and a run that is still not Running ``stalled_after`` its submission gets the
 condition ``Stalled`` (with that reason) and a Warning Event; it goes back to False once the run runs or ends.
+A run still not Running after its holder's ``start_timeout`` fails with that reason and its application is
+deleted, so the executors waiting in the run's slots go and the slots get their ghosts back; its Scheduling
+retries it per its retry policy.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class Holder:
     testbed: str
     slots: tuple[int, ...] = ()
     attempt: int = 1  # the Scheduling's run of the job the slots are for; a higher one means "run again"
+    start_timeout: timedelta | None = None  # a run not Running this long after submission fails; None: never
 
 
 class ApplicationPhase(StrEnum):
@@ -141,7 +145,7 @@ class BatchJobDecision:
     status: BatchJobStatus
     actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = field(default=())  # for Kubernetes Events
-    decide_again_in: float | None = None  # seconds until the run counts as stalled, while it may become so
+    decide_again_in: float | None = None  # seconds until the run counts as stalled or times out, while it may
 
 
 def decide_batchjob(
@@ -219,6 +223,16 @@ class _Step:
             self._without_application(holder)
         else:
             self._with_application(holder, application)
+        since = self._waiting_since()
+        if since is not None and holder.start_timeout is not None and self.now - since >= holder.start_timeout:
+            why = self.status.waiting_for or self.status.message or "no reason given"
+            if application is not None:  # its executors give their slots back now, retried or not
+                self.actions.append(DeleteApplication())
+            self._finish(
+                BatchJobState.FAILED,
+                RunOutcome.FAILED,
+                f"not running {_duration(holder.start_timeout)} after submission: {why}",
+            )
 
     def _without_application(self, holder: Holder) -> None:
         if self.status.state in (BatchJobState.SCHEDULED, BatchJobState.RUNNING):
@@ -360,10 +374,15 @@ class _Step:
         return f"not running {_duration(self.stalled_after)} after submission: {why}"
 
     def _until_stalled(self) -> float | None:
+        """Seconds until the waiting run becomes Stalled, or times out; None when it waits for neither."""
         since = self._waiting_since()
-        if since is None or self._stalled():
+        if since is None:
             return None
-        return (since + self.stalled_after - self.now).total_seconds()
+        holder = self.observation.holder
+        deadlines = [] if self._stalled() else [since + self.stalled_after]
+        if holder is not None and holder.start_timeout is not None:
+            deadlines.append(since + holder.start_timeout)
+        return min(((d - self.now).total_seconds() for d in deadlines), default=None)
 
 
 def _condition_holds(status: BatchJobStatus, type_: str) -> bool:

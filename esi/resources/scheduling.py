@@ -108,11 +108,20 @@ class SlotBased(EsiModel):
 
 
 class RetryPolicy(EsiModel):
-    """How often a failed job runs again, and after how long, before it is recorded as failed."""
+    """How often a failed job runs again, and after how long, before it is recorded as failed; and how long a
+    run may take to start before it counts as failed."""
 
     limit: int = Field(default=2, ge=0, le=10, description="Runs after the first failure; 0: never retry.")
     backoff_seconds: int = Field(
         default=10, ge=1, le=3600, description="Wait before the first retry; doubled before each further one."
+    )
+    start_timeout_seconds: int = Field(
+        default=600,
+        ge=10,
+        le=86400,
+        description="A run not Running this long after its application was created fails, with what held it "
+        "up as the reason; its application goes and its slots get their ghosts back, and it is retried as "
+        "any failed run.",
     )
 
     def delay(self, failures: int) -> int:

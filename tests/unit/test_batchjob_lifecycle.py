@@ -380,3 +380,33 @@ def test_waiting_for_slots_in_a_queue_is_no_stall_and_the_reason_goes_with_the_r
     released = decide_batchjob(stuck.status, BatchJobObservation(None, None), generation=1, now=T0)
     assert released.status.waiting_for is None
     assert stalled(released)[0] == "False"
+
+
+def test_a_run_not_running_by_its_start_timeout_fails_with_the_reason_and_gives_its_slots_back() -> None:
+    holder = Holder("sched-a", "tb", (0, 2), start_timeout=timedelta(minutes=10))
+    waiting = ApplicationView(ApplicationPhase.PENDING, executors=2, waiting_for=STUCK)
+    submitted = decide_batchjob(None, BatchJobObservation(holder, None), generation=1, now=T0)
+    assert submitted.decide_again_in == 300.0, "first the stall"
+
+    def at(minutes: float, status: BatchJobStatus) -> BatchJobDecision:
+        return decide_batchjob(
+            status, BatchJobObservation(holder, waiting), generation=1, now=T0 + timedelta(minutes=minutes)
+        )
+
+    stalled = at(6, submitted.status)
+    assert stalled.status.state == BatchJobState.SUBMITTED
+    assert stalled.decide_again_in == 240.0, "then the timeout"
+
+    timed_out = at(10, stalled.status)
+    why = f"not running 10 min after submission: {STUCK}"
+    assert (timed_out.status.state, timed_out.status.message) == (BatchJobState.FAILED, why)
+    assert timed_out.actions == (DeleteApplication(),), "its executors go, and its slots get their ghosts back"
+    (run,) = timed_out.status.runs
+    assert (run.outcome, run.start, run.end) == (RunOutcome.FAILED, T0, T0 + timedelta(minutes=10))
+    assert Event("Failed", why, warning=True) in timed_out.events
+    assert timed_out.decide_again_in is None
+
+    without_timeout = decide_batchjob(
+        stalled.status, BatchJobObservation(HOLDER, waiting), generation=1, now=T0 + timedelta(hours=5)
+    )
+    assert without_timeout.status.state == BatchJobState.SUBMITTED
