@@ -11,9 +11,10 @@ Three more rules (docs/compatibility.md#node-labels):
   silently. A node whose value is not an integer cannot be ordered, so its slots are left out *and named in
   a problem*; nodes sharing a value all keep their slots (ordered by node name as a tie-break) and the
   clash is named in a problem. The reconciler turns problems into a condition.
-* A node with a ``NoSchedule`` or ``NoExecute`` taint that none of the Testbed's tolerations tolerates holds
-  no slots (an executor could never be placed there): it is left out and named in ``untolerated``, as if it
-  had lost its label. ``PreferNoSchedule`` taints do not keep anything off a node.
+* A node with a ``NoSchedule`` or ``NoExecute`` taint that none of the Testbed's tolerations tolerates (a
+  dedicated node the Testbed was not told of, a cordoned one) offers no slots — no executor could be placed
+  there — and is named in ``untolerated``; only its slots that hold work (``keep``) stay, until the work
+  ends. ``PreferNoSchedule`` taints do not keep anything off a node.
 * Ids held by work stay put. Renumbering every slot when a node joins or leaves would move the slots a
   running job was given. ``keep`` maps (node, position) to the id it must keep; every other slot gets the
   smallest id not kept, in interleaved order. With nothing kept the ids are exactly 0..n-1.
@@ -92,6 +93,7 @@ def layout_slots(
     problems: list[str] = []
     untolerated: list[str] = []
     members: list[tuple[int, str]] = []  # (node id, node name)
+    tainted: set[str] = set()
     for node in sorted(nodes, key=lambda n: n.name):
         value = node.labels.get(label)
         if value is None:
@@ -100,10 +102,10 @@ def layout_slots(
         if kept_off:
             taints = ", ".join(map(str, kept_off))
             untolerated.append(
-                f"node {node.name} holds no slots: its taint{'s' if len(kept_off) > 1 else ''} {taints} "
+                f"node {node.name} offers no slots: its taint{'s' if len(kept_off) > 1 else ''} {taints} "
                 f"{'are' if len(kept_off) > 1 else 'is'} not tolerated (spec.tolerations)"
             )
-            continue
+            tainted.add(node.name)
         if not _INTEGER.fullmatch(value):
             problems.append(
                 f"node {node.name} is left out: its label {label}={value!r} is not a non-negative integer node id"
@@ -121,7 +123,10 @@ def layout_slots(
             )
 
     places = sorted(
-        ((position, node_id, name) for node_id, name in members for position in range(slots_per_node)),
+        (position, node_id, name)
+        for node_id, name in members
+        for position in range(slots_per_node)
+        if name not in tainted or (name, position) in keep
     )
     ids = _assign_ids([(name, position) for position, _, name in places], keep)
     slots = sorted(

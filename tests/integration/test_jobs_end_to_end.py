@@ -25,6 +25,7 @@ from tests.integration.kube import Watcher, create_in, create_testbed, wait_for
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
+START_TIMEOUT = 60  # seconds: spec.retry.startTimeoutSeconds of a test's Scheduling that waits for it
 # How long a Scheduling of simulated jobs may take to complete: seconds when the machine is quiet; the bound is
 # for a 2-core machine that also runs real JVMs (test_real_spark.py) beside these tests.
 COMPLETION = 300
@@ -200,51 +201,56 @@ def condition(cluster: LocalCluster, namespace: str, kind: str, name: str, type_
     return found[0] if found else {}
 
 
-def test_an_executor_no_node_takes_is_why_job_and_scheduling_wait_and_a_long_wait_is_a_stall(
+def test_an_executor_no_node_takes_is_told_becomes_a_stall_and_times_out_giving_its_slots_back(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
 ) -> None:
-    (node,) = new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, count=1)
-    esi_stack.kubectl("cordon", node)  # as an administrator would before maintenance: no new pod goes there
-    spark_job(esi_stack, namespace, "blocked")
-    scheduling(esi_stack, namespace, "s", ["blocked"])
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, count=1)
+    # A user's mistake: Spark puts this selector on every executor, and no node has the label.
+    spark_job(esi_stack, namespace, "misplaced", **{"spark.kubernetes.executor.node.selector.esi.test/nowhere": "x"})
+    scheduling(esi_stack, namespace, "s", ["misplaced"], retry={"limit": 0, "startTimeoutSeconds": START_TIMEOUT})
 
-    def waiting_for(kind: str, name: str) -> Callable[[], str | None]:
-        return lambda: status(esi_stack, namespace, kind, name).get("waitingFor") or None
+    def job_waits() -> str | None:
+        return status(esi_stack, namespace, "batchjob", "misplaced").get("waitingFor") or None
 
-    job_waits = wait_for("the job to say what holds it up", waiting_for("batchjob", "blocked"), timeout=60)
-    assert job_waits.startswith("executor blocked-"), job_waits
-    assert "unschedulable: 0/" in job_waits, job_waits
-    assert "node(s) were unschedulable" in job_waits, "the scheduler's own words"
+    told = wait_for("the job to say what holds it up", job_waits, timeout=60)
+    assert told.startswith("executor misplaced-"), told
+    assert "unschedulable: 0/" in told, told
+    assert "didn't match Pod's node affinity/selector" in told, "the scheduler's own words"
 
     def scheduling_tells_of_the_job() -> str | None:
         waits = status(esi_stack, namespace, "scheduling", "s").get("waitingFor") or ""
-        return waits if waits.startswith("job blocked:") else None
+        return waits if waits.startswith("job misplaced:") else None
 
-    scheduling_waits = wait_for("the Scheduling to say so", scheduling_tells_of_the_job, timeout=60)
-    assert scheduling_waits.startswith("job blocked: executor blocked-"), scheduling_waits
-    table = esi_stack.kubectl("get", "-n", namespace, "batchjob", "blocked")
-    assert "node(s) were unschedulable" in table, f"kubectl get shows it:\n{table}"
+    waits = wait_for("the Scheduling to say so", scheduling_tells_of_the_job, timeout=60)
+    assert waits.startswith("job misplaced: executor misplaced-"), waits
+    table = esi_stack.kubectl("get", "-n", namespace, "batchjob", "misplaced")
+    assert "didn't match Pod's node affinity/selector" in table, f"kubectl get shows it:\n{table}"
 
     def stall() -> dict[str, Any] | None:
         found = condition(esi_stack, namespace, "scheduling", "s", "Stalled")
         return found if found.get("status") == "True" else None
 
     stalled = wait_for("the wait to become a stall", stall, timeout=STALLED_AFTER + 60)
-    assert stalled["message"].startswith(f"job blocked not running {STALLED_AFTER} s after submission: executor")
-    job_stalled = condition(esi_stack, namespace, "batchjob", "blocked", "Stalled")
+    assert stalled["message"].startswith(f"job misplaced not running {STALLED_AFTER} s after submission: executor")
+    job_stalled = condition(esi_stack, namespace, "batchjob", "misplaced", "Stalled")
     assert (job_stalled["status"], job_stalled["reason"]) == ("True", "WaitingTooLong"), job_stalled
     warnings = esi_stack.kubectl(
         "get", "events", "-n", namespace, "--field-selector=type=Warning,reason=Stalled", "-o", "json"
     )
-    told = {e["involvedObject"]["kind"]: e["message"] for e in json.loads(warnings)["items"]}
-    assert set(told) == {"BatchJob", "Scheduling"}, told
-    assert "node(s) were unschedulable" in told["BatchJob"], told
+    said = {e["involvedObject"]["kind"]: e["message"] for e in json.loads(warnings)["items"]}
+    assert set(said) == {"BatchJob", "Scheduling"}, said
+    assert "didn't match Pod's node affinity/selector" in said["BatchJob"], said
 
-    esi_stack.kubectl("uncordon", node)
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
+    # The start timeout fails the run with the reason, its executor goes and the slot gets its ghost back.
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=START_TIMEOUT + 90)
+    job = status(esi_stack, namespace, "batchjob", "misplaced")
+    assert job["state"] == "Failed"
+    assert job["message"].startswith("not running 1 min after submission: executor misplaced-"), job["message"]
+    assert [r["outcome"] for r in job["runs"]] == ["Failed"]
     assert condition(esi_stack, namespace, "scheduling", "s", "Stalled")["status"] == "False"
-    assert condition(esi_stack, namespace, "batchjob", "blocked", "Stalled")["status"] == "False"
-    assert "waitingFor" not in status(esi_stack, namespace, "batchjob", "blocked")
+    assert condition(esi_stack, namespace, "batchjob", "misplaced", "Stalled")["status"] == "False"
+    assert "waitingFor" not in job
+    wait_for("both slots free with their ghosts again", ready_with_ghosts(esi_stack, namespace, 2), timeout=60)
 
 
 def test_dedicated_nodes_hold_slots_once_the_testbed_tolerates_their_taints(
@@ -265,7 +271,7 @@ def test_dedicated_nodes_hold_slots_once_the_testbed_tolerates_their_taints(
     assert table["counts"]["slots"] == 0, "no slot where no executor could go"
     healthy = condition(esi_stack, namespace, "testbed", "tb", "Healthy")
     told = [
-        f"node {node} holds no slots: its taints dedicated={unique}:NoSchedule, dedicated={unique}:NoExecute are "
+        f"node {node} offers no slots: its taints dedicated={unique}:NoSchedule, dedicated={unique}:NoExecute are "
         "not tolerated (spec.tolerations)"
         for node in nodes
     ]
@@ -298,7 +304,7 @@ def test_dedicated_nodes_hold_slots_once_the_testbed_tolerates_their_taints(
     scheduling(esi_stack, namespace, "s", ["dedicated", "dedicated"])
     wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
     runs = status(esi_stack, namespace, "batchjob", "dedicated")["runs"]
-    assert [r["outcome"] for r in runs] == ["Succeeded", "Succeeded"], runs
+    assert [r["outcome"] for r in runs] == ["Succeeded"], runs
     assert all(set(r["nodes"]) <= set(nodes) and r["nodes"] for r in runs), (runs, nodes)
 
 

@@ -147,7 +147,7 @@ def test_a_node_whose_taint_is_not_tolerated_holds_no_slots_and_is_named_with_it
 
     assert [s.node_name for s in layout.slots] == ["a", "c"], "PreferNoSchedule keeps nothing off a node"
     assert layout.untolerated == (
-        "node b holds no slots: its taints dedicated=esi:NoSchedule, draining:NoExecute are not tolerated "
+        "node b offers no slots: its taints dedicated=esi:NoSchedule, draining:NoExecute are not tolerated "
         "(spec.tolerations)",
     )
     assert layout.problems == ()
@@ -175,3 +175,17 @@ def test_tolerations_match_taints_as_kubernetes_matches_them(tolerations: list[T
 
     assert bool(layout.slots) is holds_slots
     assert bool(layout.untolerated) is not holds_slots
+
+
+def test_a_tainted_node_keeps_only_the_slots_that_hold_work_until_the_work_ends() -> None:
+    cordoned = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+    nodes = [tainted("a", "0"), tainted("b", "1", cordoned)]
+
+    working = layout_slots(nodes, LABEL, 2, keep={("b", 1): 3})
+    assert [(s.id, s.node_name, s.position) for s in working.slots] == [(0, "a", 0), (1, "a", 1), (3, "b", 1)]
+    assert working.untolerated == (
+        "node b offers no slots: its taint node.kubernetes.io/unschedulable:NoSchedule is not tolerated "
+        "(spec.tolerations)",
+    )
+
+    assert [s.node_name for s in layout_slots(nodes, LABEL, 2).slots] == ["a", "a"]

@@ -722,7 +722,7 @@ def test_a_node_with_a_taint_the_testbed_does_not_tolerate_is_reported_and_loses
     assert {"ghost-node-2-1", "ghost-node-2-3"} <= set(deleted(decision)), "its slots are not offered"
     assert [s.node_name for s in decision.status.slots] == ["node-1", "node-1"]
     assert decision.status.state == TestbedState.DEGRADED
-    message = "node node-2 holds no slots: its taint dedicated=esi:NoSchedule is not tolerated (spec.tolerations)"
+    message = "node node-2 offers no slots: its taint dedicated=esi:NoSchedule is not tolerated (spec.tolerations)"
     assert Event("NodeTainted", message, warning=True) in decision.events
     healthy = find_condition(decision.status.conditions, "Healthy")
     assert healthy is not None
