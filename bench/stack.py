@@ -25,6 +25,7 @@ from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.supervise import supervised
 from sim.crds import application_crds
 
 __all__ = ["Stack", "local_stack"]
@@ -54,9 +55,13 @@ def local_stack(
     qps: float = SecondSchedulerSettings.qps,
     burst: int = SecondSchedulerSettings.burst,
     sim: Sequence[str] | None = None,
+    operators: Sequence[str] = (),
+    supervise: bool = False,
     keep_logs: Path | None = None,
 ) -> Iterator[Stack]:
-    """The stack, deleted afterwards; ``sim``: arguments of ``python -m sim`` (None: no simulator)."""
+    """The stack, deleted afterwards; ``sim``: arguments of ``python -m sim`` (None: no simulator);
+    ``operators``: more arguments of ``python -m operators``; ``supervise``: every component under
+    ``infra.supervise``, as the local stack runs them (started again when it exits or is killed)."""
     cluster = LocalCluster(name, Path(tempfile.mkdtemp(prefix="esi-bench-")))
     try:
         started = time.monotonic()
@@ -76,8 +81,12 @@ def local_stack(
         kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
         port, extender_port = free_port(), free_port()
         token_file = cluster.directory / "api-token"
-        cluster.start_process("esi-operators", [sys.executable, "-m", "operators", kubeconfig])
-        cluster.start_process(
+
+        def start(name: str, argv: list[str]) -> None:
+            cluster.start_process(name, supervised(name, argv) if supervise else argv)
+
+        start("esi-operators", [sys.executable, "-m", "operators", kubeconfig, *operators])
+        start(
             "esi-api",
             [
                 sys.executable,
@@ -91,14 +100,16 @@ def local_stack(
             ],
         )
         if sim is not None:
-            cluster.start_process("esi-sim", [sys.executable, "-m", "sim", kubeconfig, *sim])
+            start("esi-sim", [sys.executable, "-m", "sim", kubeconfig, *sim])
         deadline = time.monotonic() + 60
         while not _live(f"http://127.0.0.1:{port}/healthz"):
             if time.monotonic() > deadline:
                 raise SystemExit("the API did not come up within 60 s")
             time.sleep(0.2)
         extender_url = f"http://127.0.0.1:{extender_port}/extender"
-        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)).start()
+        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)).start(
+            supervise=supervise
+        )
         print(f"{SCHEDULER_NAME}: client qps {qps:g}, burst {burst}; percentageOfNodesToScore 100", flush=True)
         client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-bench")
         try:

@@ -152,6 +152,13 @@ class LocalCluster:
         )
         self._wait_for_api(timeout)
 
+    def restart_control_plane(self, *, timeout: float = 180) -> None:
+        """Stop its control plane (etcd, kube-apiserver, controller manager, scheduler, KWOK) and start it again,
+        as a crash of the control plane would, keeping etcd's data; processes of ``start_process`` keep
+        running and see the API server go away and come back."""
+        _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
+        self.start(timeout=timeout)
+
     def server(self) -> str:
         """The kube-apiserver URL from the kubeconfig."""
         config = json.loads(self.kubectl("config", "view", "--raw", "-o", "json"))

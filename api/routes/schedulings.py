@@ -4,6 +4,7 @@ one of that name exists (the online-edit path)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Body, Path, Response, status
@@ -157,7 +158,8 @@ async def _refuse_missing_jobs(
     else:
         assert request.slots is not None
         named = [(f"slots.jobs[{i}].name", job.name) for i, job in enumerate(request.slots.jobs)]
-    unknown = {job for _, job in named if cache.jobs.get(namespace, job) is None}
+    # A name that is no object name is left to the API server, whose refusal names the field.
+    unknown = {job for _, job in named if _is_name(job) and cache.jobs.get(namespace, job) is None}
     missing = {job for job in sorted(unknown) if not await _exists(kube, job, namespace)}
     if missing:
         raise Problem(
@@ -172,7 +174,12 @@ async def _refuse_missing_jobs(
         )
 
 
+def _is_name(name: str) -> bool:
+    return len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None
+
+
 async def _exists(kube: AsyncClient, job: str, namespace: str) -> bool:
+    """Whether the API server has BatchJob ``job``; True when it cannot tell (a refusal is not an absence)."""
     try:
         await kube.get(BatchJobResource, job, namespace=namespace)
     except KubeApiError as err:

@@ -157,6 +157,8 @@ def next_event(events: Any, what: str, timeout: float = 30) -> Any:
 def test_a_stomp_subscriber_hears_a_create_a_modify_and_a_delete(
     esi_endpoint: EsiApi, esi_stack: LocalCluster, namespace: str
 ) -> None:
+    for job in ("a", "b"):
+        spark_job(esi_stack, namespace, job)
     esi = EsiClient(esi_endpoint.url, token=esi_endpoint.token, namespace=namespace)
     with esi, esi.watch("schedulings") as names, esi.watch("schedulings", "s") as views:
         assert esi.submit_queue("s", "no-such-testbed", ["a"]).created

@@ -1,0 +1,484 @@
+"""Chaos: a queue runs while esi's processes are killed and the control plane restarts; then what must hold is checked.
+
+``python -m bench.chaos [--jobs 100] [--executors 2] [--nodes 4] [--slots-per-node 2] [--kill-every 10]
+[--control-plane-every 60] [--seed 1] [--keep-logs DIR]``
+
+A fresh local stack (``bench.stack``: every component under ``infra.supervise``, as ``make up`` runs them), a
+Testbed of ``--nodes`` x ``--slots-per-node`` slots and ``--jobs`` simulated Spark BatchJobs of
+``--executors`` executors each. The same queue of all jobs runs twice, each time as a new Scheduling: first
+undisturbed (the baseline), then while every ``--kill-every`` seconds one of the reconcilers, the API (with
+the extender), the simulator and the second kube-scheduler is SIGKILLed (in a seeded random order, each in
+turn) and every ``--control-plane-every`` seconds kube-apiserver, etcd and the rest of the control plane are
+stopped and started again (etcd's data kept).
+
+After each round, checked (a problem names what broke): every job ran exactly once successfully for the
+round's Scheduling; its run record is complete (nodes, those of its slots; nothing ``incomplete``); every
+executor seen bound was in a slot of its job's runs, on that slot's node; no slot held two executors at
+once (every executor's binding is watched; a time the watch was cut off is not held against anyone); and
+once the Scheduling is deleted, no hold (Lease), executor or SparkApplication is left and every slot is Free
+with its ghost. Prints the kills survived, both rounds' times, throughput and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lightkube import Client, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Pod
+
+from bench.stack import Stack, local_stack
+from esi.objects.holds import HOLD_KIND_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SCHEDULER_NAME, slot_of
+from esi.resources.meta import API_VERSION
+from infra.local_cluster import LocalCluster, NodeSpec
+from sim.crds import SPARK as SPARK_CRD
+
+__all__ = ["COMPONENTS", "Report", "chaos"]
+
+NAMESPACE = "default"
+TESTBED_NODE = "esi.bench/chaos-node"
+DRIVER_NODE = "esi.bench/drivers"
+COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME}")
+SPARK = {
+    "type": "Scala",
+    "sparkVersion": "3.5.0",
+    "image": "spark:3.5.0",
+    "mainClass": "org.apache.spark.examples.SparkPi",
+    "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+    "driver": {"cores": 1, "memory": "512m", "nodeSelector": {DRIVER_NODE: "true"}, "serviceAccount": "default"},
+}
+SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
+ROUND_TIMEOUT = 3600.0
+
+
+@dataclass
+class Round:
+    """One run of the queue: how long it took and what went wrong."""
+
+    name: str
+    runs: int
+    seconds: float = 0.0
+    failed_attempts: int = 0  # runs that failed and were retried (a kill may cost a run)
+    executors_seen: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def runs_per_minute(self) -> float:
+        return self.runs / self.seconds * 60 if self.seconds else 0.0
+
+
+@dataclass
+class Report:
+    calm: Round
+    chaotic: Round
+    kills: dict[str, int]
+    control_plane_restarts: int
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{r.name}: {p}" for r in (self.calm, self.chaotic) for p in r.problems]
+
+
+# --- what is observed ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Binding:
+    """One executor pod as the watch saw it: where it was bound, and from when to when it held its slot."""
+
+    pod: str
+    job: str
+    slot: int | None
+    node: str | None = None
+    bound: float | None = None  # time.time() when first seen with a node
+    gone: float | None = None  # when first seen ending (finished, being deleted, deleted)
+    gone_unseen: bool = False  # it went while the watch was cut off: ``gone`` is only an upper bound
+
+
+class ExecutorWatch:
+    """Every executor pod of the namespace, followed by list + watch, resumed (a fresh list) when cut off."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.bindings: dict[str, Binding] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="executor-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=15)
+
+    def since(self, start: float) -> list[Binding]:
+        with self._lock:
+            return [b for b in self.bindings.values() if b.bound is not None and b.bound >= start]
+
+    def _follow(self) -> None:
+        selector: dict[str, Any] = {ROLE_LABEL: ROLE_EXECUTOR}
+        while not self._stopped.is_set():
+            try:
+                client = Client(KubeConfig.from_file(self.kubeconfig))
+            except Exception:  # the kubeconfig is being rewritten: try again
+                time.sleep(0.5)
+                continue
+            try:
+                listed = client.list(Pod, namespace=NAMESPACE, labels=selector)
+                present = set()
+                for pod in listed:
+                    present.add(self._note(pod, time.time()))
+                self._note_gone_unseen(present)
+                version = listed.resourceVersion
+                for kind, pod in client.watch(Pod, namespace=NAMESPACE, labels=selector, resource_version=version):
+                    self._note(pod, time.time(), deleted=kind == "DELETED")
+                    if self._stopped.is_set():
+                        return
+            except Exception:  # the API server went away, or cut the watch: list again
+                time.sleep(0.5)
+            finally:
+                client.close()
+
+    def _note(self, pod: Pod, now: float, *, deleted: bool = False) -> str:
+        assert pod.metadata is not None
+        name = str(pod.metadata.name)
+        labels = pod.metadata.labels or {}
+        node = pod.spec.nodeName if pod.spec is not None else None
+        phase = pod.status.phase if pod.status is not None else None
+        with self._lock:
+            binding = self.bindings.setdefault(name, Binding(name, labels.get(JOB_LABEL, ""), slot_of(labels)))
+            if node and binding.bound is None:
+                binding.node, binding.bound = node, now
+            ending = deleted or pod.metadata.deletionTimestamp is not None or phase in ("Succeeded", "Failed")
+            if ending and binding.gone is None:
+                binding.gone = now
+        return name
+
+    def _note_gone_unseen(self, present: Iterable[str]) -> None:
+        """Pods known and not listed any more went while the watch was cut off."""
+        now, listed = time.time(), set(present)
+        with self._lock:
+            for binding in self.bindings.values():
+                if binding.gone is None and binding.pod not in listed:
+                    binding.gone, binding.gone_unseen = now, True
+
+
+# --- what is done to it ---------------------------------------------------------------------------------------
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
+                children.append(int(stat.parent.name))
+    return children
+
+
+def kill_component(cluster: LocalCluster, name: str) -> bool:
+    """SIGKILL what the supervisor of component ``name`` runs (it starts it again); whether anything ran."""
+    try:
+        supervisor = int((cluster.directory / "processes" / f"{name}.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    killed = False
+    for child in _children(supervisor):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+            killed = True
+    return killed
+
+
+class Havoc:
+    """Kills a component every ``kill_every`` seconds (each in turn, in a seeded random order) and restarts the
+    control plane every ``control_plane_every`` seconds (None: never), until stopped."""
+
+    def __init__(self, cluster: LocalCluster, kill_every: float, control_plane_every: float | None, seed: int) -> None:
+        self.cluster = cluster
+        self.kill_every, self.control_plane_every = kill_every, control_plane_every
+        self.order = random.Random(seed).sample(COMPONENTS, len(COMPONENTS))  # noqa: S311 (an order, not a secret)
+        self.kills = dict.fromkeys(COMPONENTS, 0)
+        self.restarts = 0
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="havoc", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=300)
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        next_kill, turn = start + self.kill_every, 0
+        next_restart = start + self.control_plane_every if self.control_plane_every else float("inf")
+        while not self._stopped.is_set():
+            if self._stopped.wait(max(min(next_kill, next_restart) - time.monotonic(), 0.0)):
+                return
+            if time.monotonic() >= next_restart:
+                print(f"  {time.monotonic() - start:6.1f}s restarting the control plane", flush=True)
+                self.cluster.restart_control_plane()
+                self.restarts += 1
+                next_restart = time.monotonic() + (self.control_plane_every or 0)
+                continue
+            component = self.order[turn % len(self.order)]
+            turn += 1
+            if kill_component(self.cluster, component):
+                self.kills[component] += 1
+                print(f"  {time.monotonic() - start:6.1f}s SIGKILL {component}", flush=True)
+            next_kill = time.monotonic() + self.kill_every
+
+
+# --- a round --------------------------------------------------------------------------------------------------
+
+
+def _retrying(what: str, read: Callable[[], Any], timeout: float = ROUND_TIMEOUT) -> Any:
+    """``read()`` until it returns something true, through the API server going away; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(Exception):
+            value = read()
+            if value:
+                return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def _get(cluster: LocalCluster, kind: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "-n", NAMESPACE, kind, name, "-o", "json", timeout=20)
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
+def _run_round(
+    stack: Stack, watch: ExecutorWatch, name: str, jobs: list[str], *, executors: int, havoc: Callable[[], Havoc | None]
+) -> tuple[Round, Havoc | None]:
+    """Run the queue as Scheduling ``name`` (``havoc`` starts what disturbs it), check, delete, check again."""
+    cluster = stack.cluster
+    queue = [{"name": job} for job in jobs for _ in range(executors)]
+    scheduling = {
+        "apiVersion": API_VERSION,
+        "kind": "Scheduling",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"testbed": {"name": "tb"}, "queueBased": queue},
+    }
+    result = Round(name, len(jobs))
+    started_wall, started = time.time(), time.monotonic()
+    _create(cluster, scheduling)
+    disturber = havoc()
+    try:
+        _retrying(
+            f"scheduling {name} to complete",
+            lambda: _get(cluster, "scheduling", name)["status"]["state"] == "Completed",
+        )
+        result.seconds = time.monotonic() - started
+    finally:
+        if disturber is not None:
+            disturber.stop()
+    table = _retrying("the Testbed's slot table", lambda: _get(cluster, "testbed", "tb")["status"]["slots"])
+    slot_nodes = {s["id"]: s["nodeName"] for s in table}
+    run_slots = _check_runs(cluster, name, jobs, executors=executors, slot_nodes=slot_nodes, result=result)
+    bindings = watch.since(started_wall)
+    result.executors_seen = len(bindings)
+    _check_bindings(bindings, run_slots, slot_nodes, result)
+    cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", name, "--wait=false")
+    _check_released(stack, len(slot_nodes), result)
+    return result, disturber
+
+
+def _create(cluster: LocalCluster, manifest: dict[str, Any]) -> None:
+    _retrying(
+        f"{manifest['kind']} {manifest['metadata']['name']} created",
+        lambda: cluster.kubectl("create", "-f", "-", input_text=json.dumps(manifest)) or True,
+    )
+
+
+def _check_runs(
+    cluster: LocalCluster, name: str, jobs: list[str], *, executors: int, slot_nodes: dict[int, str], result: Round
+) -> dict[str, set[int]]:
+    """Each job ran once successfully for Scheduling ``name``, its record complete; the slots of its runs."""
+    run_slots: dict[str, set[int]] = {}
+    for job in jobs:
+        runs = [r for r in _get(cluster, "batchjob", job)["status"].get("runs", []) if r["scheduling"] == name]
+        run_slots[job] = {slot for r in runs for slot in r["slots"]}
+        outcomes = [r.get("outcome") for r in runs]
+        result.failed_attempts += outcomes.count("Failed")
+        if outcomes.count("Succeeded") != 1:
+            result.problems.append(f"job {job} ran {outcomes} for {name}, not once successfully")
+        for run in runs:
+            nodes = sorted({slot_nodes.get(slot, "?") for slot in run["slots"]})
+            if run.get("incomplete") or run.get("nodes") != nodes or len(run["slots"]) != executors:
+                result.problems.append(f"job {job}: run record {run} is not complete (slots' nodes: {nodes})")
+    return run_slots
+
+
+def _check_bindings(
+    bindings: list[Binding], run_slots: dict[str, set[int]], slot_nodes: dict[int, str], result: Round
+) -> None:
+    """Every executor in a slot of its job, on that slot's node; no slot held by two executors at once."""
+    by_slot: dict[int, list[Binding]] = {}
+    for b in bindings:
+        if b.slot is None or b.slot not in run_slots.get(b.job, set()) or b.node != slot_nodes.get(b.slot):
+            result.problems.append(f"executor {b.pod} of {b.job} ran in slot {b.slot} on {b.node}")
+            continue
+        by_slot.setdefault(b.slot, []).append(b)
+    for slot, held in by_slot.items():
+        held.sort(key=lambda b: b.bound or 0.0)
+        for earlier, later in itertools.pairwise(held):
+            if earlier.gone is None or (not earlier.gone_unseen and earlier.gone > (later.bound or 0.0)):
+                result.problems.append(f"slot {slot} held by {earlier.pod} and {later.pod} at once")
+
+
+def _check_released(stack: Stack, slots: int, result: Round) -> None:
+    """Once the Scheduling is gone: no hold, executor or application left; every slot Free with its ghost."""
+    client = stack.client
+
+    def released() -> bool:
+        left = [
+            *client.list(Lease, namespace=NAMESPACE, labels={HOLD_KIND_LABEL: None}),
+            *client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_EXECUTOR}),
+            *client.list(SparkApplication, namespace=NAMESPACE),
+        ]
+        table = _get(stack.cluster, "testbed", "tb")["status"]
+        free = [s for s in table.get("slots", []) if s["state"] == "Free" and s.get("pod")]
+        return not left and len(free) == slots and table.get("state") == "Ready"
+
+    try:
+        _retrying("everything released", released, timeout=300)
+    except TimeoutError as err:
+        result.problems.append(str(err))
+
+
+# --- the benchmark ----------------------------------------------------------------------------------------------
+
+
+def chaos(
+    *,
+    jobs: int,
+    executors: int,
+    nodes: int,
+    per_node: int,
+    kill_every: float,
+    control_plane_every: float | None,
+    seed: int = 1,
+    sim: list[str] | None = None,
+    keep_logs: Path | None = None,
+) -> Report:
+    """Both rounds on a fresh stack; the figures and every problem found."""
+    size = {"cpu": "1", "memory": "1Gi"}
+    specs = [NodeSpec(f"tb-{i}", str(per_node), f"{per_node}Gi", labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
+    specs.append(NodeSpec("drivers", "256", "1024Gi", labels={DRIVER_NODE: "true"}))
+    sim_args = sim if sim is not None else ["--time-scale=0.05", "--default-runtime=60"]
+    with local_stack("bench-chaos", specs, sim=sim_args, supervise=True, keep_logs=keep_logs) as stack:
+        cluster = stack.cluster
+        testbed = {"nodeLabel": TESTBED_NODE, "slotsPerNode": per_node, "resourcesPerSlot": size}
+        _create(
+            cluster,
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Testbed",
+                "metadata": {"name": "tb", "namespace": NAMESPACE},
+                "spec": testbed,
+            },
+        )
+        names = [f"job-{i:03d}" for i in range(jobs)]
+        for job in names:
+            _create(
+                cluster,
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "BatchJob",
+                    "metadata": {"name": job, "namespace": NAMESPACE},
+                    "spec": {"sparkSpec": SPARK},
+                },
+            )
+        _retrying("the Testbed to be Ready", lambda: _get(cluster, "testbed", "tb")["status"]["state"] == "Ready", 300)
+        watch = ExecutorWatch(cluster.kubeconfig)
+        try:
+            print(f"calm round: {jobs} jobs x {executors} executors on {nodes * per_node} slots", flush=True)
+            calm, _ = _run_round(stack, watch, "calm", names, executors=executors, havoc=lambda: None)
+            print(f"  {calm.seconds:.1f}s", flush=True)
+            print(
+                f"chaotic round: a kill every {kill_every:g}s, a control plane restart every "
+                f"{control_plane_every or 'never'}s",
+                flush=True,
+            )
+            chaotic, havoc = _run_round(
+                stack,
+                watch,
+                "chaos",
+                names,
+                executors=executors,
+                havoc=lambda: Havoc(cluster, kill_every, control_plane_every, seed),
+            )
+        finally:
+            watch.stop()
+        assert havoc is not None
+        return Report(calm, chaotic, havoc.kills, havoc.restarts)
+
+
+def _print(report: Report) -> None:
+    calm, chaotic = report.calm, report.chaotic
+    kills = ", ".join(f"{name} {count}" for name, count in report.kills.items())
+    print(
+        f"\nkills survived: {sum(report.kills.values())} ({kills}); control plane restarts: "
+        f"{report.control_plane_restarts}"
+    )
+    for r in (calm, chaotic):
+        print(
+            f"{r.name:>6}: {r.runs} job runs in {r.seconds:7.1f}s = {r.runs_per_minute:6.1f} runs/min; "
+            f"{r.failed_attempts} failed attempts retried; {r.executors_seen} executors watched"
+        )
+    if calm.seconds:
+        print(f" ratio: chaotic / calm time x{chaotic.seconds / calm.seconds:.2f}")
+    print("invariants: " + ("all held" if not report.problems else f"{len(report.problems)} broken"))
+    for problem in report.problems:
+        print(f"  - {problem}")
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    cli.add_argument("--jobs", type=int, default=100, help="BatchJobs in the queue (default: %(default)s)")
+    cli.add_argument("--executors", type=int, default=2, help="executors per job (default: %(default)s)")
+    cli.add_argument("--nodes", type=int, default=4, help="Testbed nodes (default: %(default)s)")
+    cli.add_argument("--slots-per-node", type=int, default=2, help="(default: %(default)s)")
+    cli.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills (default: %(default)s)")
+    cli.add_argument(
+        "--control-plane-every",
+        type=float,
+        default=60.0,
+        help="seconds between control plane restarts; 0: none (default: %(default)s)",
+    )
+    cli.add_argument("--seed", type=int, default=1, help="orders the kills (default: %(default)s)")
+    cli.add_argument("--keep-logs", type=Path, help="copy the components' logs here")
+    args = cli.parse_args()
+    report = chaos(
+        jobs=args.jobs,
+        executors=args.executors,
+        nodes=args.nodes,
+        per_node=args.slots_per_node,
+        kill_every=args.kill_every,
+        control_plane_every=args.control_plane_every or None,
+        seed=args.seed,
+        keep_logs=args.keep_logs,
+    )
+    _print(report)
+    raise SystemExit(1 if report.problems else 0)
+
+
+if __name__ == "__main__":
+    main()
