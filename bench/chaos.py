@@ -47,7 +47,7 @@ from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
 from sim.crds import SPARK as SPARK_CRD
 
-__all__ = ["COMPONENTS", "Report", "chaos"]
+__all__ = ["COMPONENTS", "Report", "chaos", "print_report"]
 
 NAMESPACE = "default"
 TESTBED_NODE = "esi.bench/chaos-node"
@@ -159,7 +159,8 @@ class ExecutorWatch:
         node = pod.spec.nodeName if pod.spec is not None else None
         phase = pod.status.phase if pod.status is not None else None
         with self._lock:
-            binding = self.bindings.setdefault(name, Binding(name, labels.get(JOB_LABEL, ""), slot_of(labels)))
+            binding = self.bindings.setdefault(name, Binding(name, labels.get(JOB_LABEL, ""), None))
+            binding.slot = slot_of(labels) if binding.slot is None else binding.slot  # the extender labels it
             if node and binding.bound is None:
                 binding.node, binding.bound = node, now
             ending = deleted or pod.metadata.deletionTimestamp is not None or phase in ("Succeeded", "Failed")
@@ -213,6 +214,7 @@ class Havoc:
         self.order = random.Random(seed).sample(COMPONENTS, len(COMPONENTS))  # noqa: S311 (an order, not a secret)
         self.kills = dict.fromkeys(COMPONENTS, 0)
         self.restarts = 0
+        self.failures: list[str] = []
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="havoc", daemon=True)
         self._thread.start()
@@ -230,8 +232,13 @@ class Havoc:
                 return
             if time.monotonic() >= next_restart:
                 print(f"  {time.monotonic() - start:6.1f}s restarting the control plane", flush=True)
-                self.cluster.restart_control_plane()
-                self.restarts += 1
+                try:
+                    self.cluster.restart_control_plane()
+                    self.restarts += 1
+                except Exception as err:  # one more try; that it failed is a problem of the round
+                    self.failures.append(f"the control plane did not come back: {err}")
+                    with contextlib.suppress(Exception):
+                        self.cluster.start()
                 next_restart = time.monotonic() + (self.control_plane_every or 0)
                 continue
             component = self.order[turn % len(self.order)]
@@ -265,7 +272,14 @@ def _get(cluster: LocalCluster, kind: str, name: str) -> dict[str, Any]:
 
 
 def _run_round(
-    stack: Stack, watch: ExecutorWatch, name: str, jobs: list[str], *, executors: int, havoc: Callable[[], Havoc | None]
+    stack: Stack,
+    watch: ExecutorWatch,
+    name: str,
+    jobs: list[str],
+    *,
+    executors: int,
+    havoc: Callable[[], Havoc | None],
+    timeout: float,
 ) -> tuple[Round, Havoc | None]:
     """Run the queue as Scheduling ``name`` (``havoc`` starts what disturbs it), check, delete, check again."""
     cluster = stack.cluster
@@ -284,11 +298,13 @@ def _run_round(
         _retrying(
             f"scheduling {name} to complete",
             lambda: _get(cluster, "scheduling", name)["status"]["state"] == "Completed",
+            timeout,
         )
         result.seconds = time.monotonic() - started
     finally:
         if disturber is not None:
             disturber.stop()
+            result.problems += disturber.failures
     table = _retrying("the Testbed's slot table", lambda: _get(cluster, "testbed", "tb")["status"]["slots"])
     slot_nodes = {s["id"]: s["nodeName"] for s in table}
     run_slots = _check_runs(cluster, name, jobs, executors=executors, slot_nodes=slot_nodes, result=result)
@@ -375,6 +391,7 @@ def chaos(
     kill_every: float,
     control_plane_every: float | None,
     seed: int = 1,
+    round_timeout: float = ROUND_TIMEOUT,
     sim: list[str] | None = None,
     keep_logs: Path | None = None,
 ) -> Report:
@@ -410,7 +427,9 @@ def chaos(
         watch = ExecutorWatch(cluster.kubeconfig)
         try:
             print(f"calm round: {jobs} jobs x {executors} executors on {nodes * per_node} slots", flush=True)
-            calm, _ = _run_round(stack, watch, "calm", names, executors=executors, havoc=lambda: None)
+            calm, _ = _run_round(
+                stack, watch, "calm", names, executors=executors, havoc=lambda: None, timeout=round_timeout
+            )
             print(f"  {calm.seconds:.1f}s", flush=True)
             print(
                 f"chaotic round: a kill every {kill_every:g}s, a control plane restart every "
@@ -424,6 +443,7 @@ def chaos(
                 names,
                 executors=executors,
                 havoc=lambda: Havoc(cluster, kill_every, control_plane_every, seed),
+                timeout=round_timeout,
             )
         finally:
             watch.stop()
@@ -431,7 +451,7 @@ def chaos(
         return Report(calm, chaotic, havoc.kills, havoc.restarts)
 
 
-def _print(report: Report) -> None:
+def print_report(report: Report) -> None:
     calm, chaotic = report.calm, report.chaotic
     kills = ", ".join(f"{name} {count}" for name, count in report.kills.items())
     print(
@@ -476,7 +496,7 @@ def main() -> None:
         seed=args.seed,
         keep_logs=args.keep_logs,
     )
-    _print(report)
+    print_report(report)
     raise SystemExit(1 if report.problems else 0)
 
 

@@ -156,8 +156,26 @@ class LocalCluster:
         """Stop its control plane (etcd, kube-apiserver, controller manager, scheduler, KWOK) and start it again,
         as a crash of the control plane would, keeping etcd's data; processes of ``start_process`` keep
         running and see the API server go away and come back."""
+        control_plane = self._control_plane_pids()
         _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
+        # kwokctl signals them and returns; a kube-apiserver still shutting down holds its port.
+        deadline = time.monotonic() + 60
+        while any(process_alive(pid) for pid in control_plane):
+            if time.monotonic() > deadline:
+                for pid in control_plane:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
         self.start(timeout=timeout)
+
+    def _control_plane_pids(self) -> list[int]:
+        """The pids kwokctl recorded for the control plane's components."""
+        pids = []
+        for pid_file in (self.directory / "pids").glob("*.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.append(int(pid_file.read_text().strip()))
+        return pids
 
     def server(self) -> str:
         """The kube-apiserver URL from the kubeconfig."""
