@@ -532,8 +532,9 @@ function history(job) {
       h('td', {}, event.scheduling?.name ?? '—'),
       h('td', {}, event.attempt),
       h('td', {}, (event.slots ?? []).join(', ')),
-      h('td', {}, (event.nodes ?? []).join(', ')),
-      h('td', {}, (event.colocatedJobs ?? []).join(', ') || '—')))));
+      h('td', { title: event.incomplete ?? '' }, (event.nodes ?? []).join(', ') || (event.incomplete ? 'unknown' : '—')),
+      h('td', { title: event.incomplete ?? '' },
+        (event.colocatedJobs ?? []).join(', ') || (event.incomplete ? 'unknown' : '—'))))));
 }
 
 function renderJobs() {

@@ -378,8 +378,8 @@ def _runs_table(job: ExternalBatchJob) -> Table:
             _outcome(run),
             run.scheduling.name,
             ", ".join(map(str, run.slots)) or "-",
-            ", ".join(run.nodes) or "-",
-            ", ".join(run.colocated_jobs) or "-",
+            ", ".join(run.nodes) or ("unknown" if run.incomplete else "-"),
+            ", ".join(run.colocated_jobs) or ("unknown" if run.incomplete else "-"),
         )
     return table
 
@@ -399,6 +399,8 @@ def _job_detail(job: ExternalBatchJob) -> RenderableType:
     parts: list[RenderableType] = [head]
     if job.message:
         parts.append(Text(job.message, style="dim"))
+    if job.waiting_for:
+        parts.append(Text(f"waiting for: {job.waiting_for}", style="yellow"))
     parts.append(_runs_table(job) if job.scheduled_events else Text("no runs yet"))
     if job.external_scheduler:
         parts.append(_external_scheduler_table(job))
@@ -663,7 +665,8 @@ def _summary(event: Event[Any]) -> Text:
         held = f", held by {resource.held_by}" if resource.held_by else ""
         return Text.assemble(_state(resource.state), f" {counts}{held}")
     if isinstance(resource, ExternalBatchJob):
-        return Text.assemble(_state(resource.state), f" {len(resource.scheduled_events)} runs")
+        waiting = f", waiting for {resource.waiting_for}" if resource.waiting_for else ""
+        return Text.assemble(_state(resource.state), f" {len(resource.scheduled_events)} runs{waiting}")
     if isinstance(resource, ExternalScheduling):
         waiting = f", waiting for {resource.waiting_for}" if resource.waiting_for else ""
         return Text.assemble(_state(resource.state), f" {_progress(resource)} done{waiting}")

@@ -174,6 +174,22 @@ def test_a_jobs_history_shows_each_run() -> None:
     assert lines_with(result.stdout, "profiler", "pagerank: 63 (2)")
 
 
+def test_a_job_says_what_holds_it_up_and_a_record_that_lacks_its_nodes_says_unknown() -> None:
+    run_record = {"start": "2026-01-01T10:00:00Z", "stop": "2026-01-01T10:02:05Z", "successful": True,
+                  "scheduling": {"name": "s1", "namespace": "team"}, "attempt": 1, "slots": [3], "nodes": [],
+                  "colocatedJobs": [], "incomplete": "nodes unknown: ..."}  # fmt: skip
+    held_up = "executor wordcount-exec-1 unschedulable: 0/3 nodes are available: 3 node(s) were unschedulable."
+    job = wire_job(scheduledEvents=[run_record], waitingFor=held_up)
+    api = FakeApi().answer("GET", "/external/jobs/wordcount", body=job)
+
+    result = run(api, "jobs", "wordcount")
+
+    assert result.exit_code == 0, result.output
+    assert "waiting for: executor wordcount-exec-1 unschedulable" in " ".join(result.stdout.split())
+    (row,) = lines_with(result.stdout, "2026-01-01 10:00:00")
+    assert row.count("unknown") == 2, row
+
+
 def test_a_schedulings_jobs_show_their_state_and_what_they_get() -> None:
     scheduling = wire_scheduling(
         state="SubmissionState",
