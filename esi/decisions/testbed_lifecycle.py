@@ -251,8 +251,18 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
+    # Jobs with an executor the scheduler has yet to place: it may take a reserved slot whose room is free by
+    # the filter alone, and a ghost pinned there meanwhile would overcommit the node (its kubelet refuses one).
+    awaited = {e.job for e in executors if e.slot is None and e.node_name is None and not e.terminating}
     slots, missing, creations = _fill(
-        layout.slots, ghosts=ghosts, in_slot=in_slot, reserved=reserved, short=short, blocked=blocked, size=size
+        layout.slots,
+        ghosts=ghosts,
+        in_slot=in_slot,
+        reserved=reserved,
+        short=short,
+        blocked=blocked,
+        awaited=awaited,
+        size=size,
     )
     return _SlotTable(len(layout.node_names), slots, missing, problems, (*deletions, *creations))
 
@@ -265,10 +275,12 @@ def _fill(
     reserved: Mapping[int, Reservation],
     short: Container[str],
     blocked: Container[int],
+    awaited: Container[str | None],
     size: Resources,
 ) -> tuple[list[Slot], list[int], list[CreateGhost]]:
     """Each slot's row of the table, the slots that wait for a ghost, and the ghosts to create for them: none
-    on a node ``short`` of capacity, none while the slot's previous ghost is terminating (``blocked``)."""
+    on a node ``short`` of capacity, none while the slot's previous ghost is terminating (``blocked``), none in
+    a slot reserved for a job that has an executor waiting for the scheduler (``awaited``)."""
     slots: list[Slot] = []
     missing: list[int] = []
     creations: list[CreateGhost] = []
@@ -280,6 +292,9 @@ def _fill(
         if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(given):
             continue
         missing.append(place.id)
+        reservation = reserved.get(place.id)
+        if reservation is not None and reservation.job in awaited:
+            continue
         if place.node_name not in short and place.id not in blocked:
             creations.append(CreateGhost(place.id, place.node_name, place.position, size))
     return slots, missing, creations

@@ -12,8 +12,8 @@ def test_a_queue_survives_kills_and_a_control_plane_restart_with_every_invariant
         executors=2,
         nodes=2,
         per_node=2,
-        kill_every=6,
-        control_plane_every=40,
+        kill_every=5,
+        control_plane_every=15,  # the round takes ~25 s undisturbed
         round_timeout=600,
         seed=7,
         sim=["--time-scale=0.1", "--default-runtime=60"],  # 6 s a run

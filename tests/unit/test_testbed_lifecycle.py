@@ -418,6 +418,25 @@ def test_a_finished_executor_frees_its_slot_for_a_new_ghost() -> None:
     assert after.status.slots[0].pod == "ghost-node-1-0"
 
 
+def test_a_reserved_slot_gets_no_ghost_while_its_job_has_an_executor_the_scheduler_may_place_there() -> None:
+    reservation = Reservation("sched-a", "job-a", (0,))
+    failed = executor("e0", "node-1", 0, phase=PodPhase.FAILED)
+    replacement = executor("e1", None, None, phase=PodPhase.PENDING)  # no slot yet: the scheduler has it
+
+    waiting = decide(NODES, [*SETTLED[1:], failed, replacement], reservations=[reservation])
+    assert created(waiting) == [], "the room stays free for the replacement, which the filter alone may place"
+    assert waiting.status.slots[0].state == SlotState.RESERVED
+
+    placed = decide(
+        NODES, [*SETTLED[1:], failed, replace(replacement, node_name="node-1", slot=0)], reservations=[reservation]
+    )
+    assert created(placed) == []
+    assert placed.status.slots[0].state == SlotState.OCCUPIED
+
+    given_up = decide(NODES, [*SETTLED[1:], failed], reservations=[reservation])
+    assert created(given_up) == [(0, "node-1", 0)], "no executor coming: the ghost holds the room again"
+
+
 # --- size tolerance (scenario 18, docs/compatibility.md#size-tolerance) ---------------------------------
 
 
