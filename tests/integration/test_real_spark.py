@@ -574,13 +574,15 @@ def test_the_simulator_runs_a_spark_job_as_the_real_operator_and_spark_do(simula
     spark, cluster = simulated, simulated.cluster
     runs: dict[Side, Run] = {}
     try:
+        lost = {}
+        # One side after the other: a simulated run lasts SIM_RUNTIME, and the real side may take longer to start.
         for side in (REAL, SIMULATED):
             ensure_testbed(spark, side)
             runs[side] = Run(cluster, side)
             job = sparkpi_job(spark, "conform", arguments=LONG_PI, driver_node=side.node)
             create_in(cluster, side.namespace, job)
             create_in(cluster, side.namespace, scheduling("conform", ["conform", "conform"]))  # two slots
-        lost = {side: lose_an_executor(spark, run) for side, run in runs.items()}
+            lost[side] = lose_an_executor(spark, runs[side])
         for side in runs:
             wait_for(
                 f"the Scheduling in {side.namespace} to complete",
