@@ -208,11 +208,18 @@ class Havoc:
     """Kills a component every ``kill_every`` seconds (each in turn, in a seeded random order) and restarts the
     control plane every ``control_plane_every`` seconds (None: never), until stopped."""
 
-    def __init__(self, cluster: LocalCluster, kill_every: float, control_plane_every: float | None, seed: int) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        kill_every: float,
+        control_plane_every: float | None,
+        seed: int,
+        components: tuple[str, ...] = COMPONENTS,
+    ) -> None:
         self.cluster = cluster
         self.kill_every, self.control_plane_every = kill_every, control_plane_every
-        self.order = random.Random(seed).sample(COMPONENTS, len(COMPONENTS))  # noqa: S311 (an order, not a secret)
-        self.kills = dict.fromkeys(COMPONENTS, 0)
+        self.order = random.Random(seed).sample(components, len(components))  # noqa: S311 (an order, not a secret)
+        self.kills = dict.fromkeys(components, 0)
         self.restarts = 0
         self.failures: list[str] = []
         self._stopped = threading.Event()
@@ -392,6 +399,7 @@ def chaos(
     control_plane_every: float | None,
     seed: int = 1,
     round_timeout: float = ROUND_TIMEOUT,
+    components: tuple[str, ...] = COMPONENTS,
     sim: list[str] | None = None,
     keep_logs: Path | None = None,
 ) -> Report:
@@ -442,7 +450,7 @@ def chaos(
                 "chaos",
                 names,
                 executors=executors,
-                havoc=lambda: Havoc(cluster, kill_every, control_plane_every, seed),
+                havoc=lambda: Havoc(cluster, kill_every, control_plane_every, seed, components),
                 timeout=round_timeout,
             )
         finally:
