@@ -9,7 +9,7 @@ deletes it when the job is released, and is the only writer of the BatchJob's st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -236,9 +236,9 @@ class _Caches:
     executors_on_nodes: kopf.Index[str, Key]
     runs_on_nodes: kopf.Index[str, tuple[RunOnNode, ...]]
 
-    def runs_on(self) -> dict[str, list[RunOnNode]]:
-        """``runs_on_nodes`` with one list per node (an index holds one tuple per job)."""
-        return {node: [run for runs in store for run in runs] for node, store in self.runs_on_nodes.items()}
+    def runs_on(self, nodes: Iterable[str]) -> dict[str, list[RunOnNode]]:
+        """The runs recorded on ``nodes``, one list per node (the index holds one tuple per job)."""
+        return {node: [run for runs in self.runs_on_nodes.get(node, ()) for run in runs] for node in nodes}
 
     @classmethod
     def of(cls, indexes: Mapping[str, Any]) -> _Caches:
@@ -345,7 +345,7 @@ async def _reconcile(
         application=application,
         leftover_pods=len(pods),
         slot_nodes=slot_nodes,
-        neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on()),
+        neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on(nodes)),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)
