@@ -40,6 +40,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
+from bench.jobs import DRIVER_NODE, NAMESPACE, SPARK
 from bench.stack import Stack, local_stack
 from esi.objects.holds import HOLD_KIND_LABEL
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SCHEDULER_NAME, slot_of
@@ -49,18 +50,8 @@ from sim.crds import SPARK as SPARK_CRD
 
 __all__ = ["COMPONENTS", "Report", "chaos", "print_report"]
 
-NAMESPACE = "default"
 TESTBED_NODE = "esi.bench/chaos-node"
-DRIVER_NODE = "esi.bench/drivers"
 COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME}")
-SPARK = {
-    "type": "Scala",
-    "sparkVersion": "3.5.0",
-    "image": "spark:3.5.0",
-    "mainClass": "org.apache.spark.examples.SparkPi",
-    "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-    "driver": {"cores": 1, "memory": "512m", "nodeSelector": {DRIVER_NODE: "true"}, "serviceAccount": "default"},
-}
 SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
 ROUND_TIMEOUT = 3600.0
 
