@@ -20,9 +20,14 @@ from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from infra.commands import exclusive
 from infra.local_cluster import ClusterError, LocalCluster, NodeSpec
+
+# Shared, noisy machines: a per-example deadline turns a slow moment into a failure that says nothing.
+settings.register_profile("esi", deadline=None)
+settings.load_profile("esi")
 
 SESSION_ENV = "ESI_TEST_SESSION"
 SESSIONS_ROOT = Path(tempfile.gettempdir()) / "esi-test-clusters"

@@ -50,6 +50,7 @@ from esi.objects.names import (
     is_executor,
 )
 from esi.objects.owners import owner_reference
+from esi.objects.pod_status import scheduler_refusal
 from esi.resources.batchjob import BatchJob
 from esi.resources.meta import API_VERSION, deep_merged
 from esi.resources.quantity import Quantity
@@ -574,8 +575,8 @@ def _waiting_for(pods: Sequence[Mapping[str, Any]]) -> str:
     """What holds up the application's pods, in the scheduler's or kubelet's words: the first pod told of
     (its driver or JobManager before its executors, else by name), and how many more; "" when none is held up.
 
-    An executor the scheduler has nominated a node for is on its way (a ghost is being evicted for it), so
-    its "unschedulable" is not news."""
+    A pod the scheduler has nominated a node for is on its way (for an executor, its slot's ghost is being
+    evicted), so its "unschedulable" is not news."""
     ordered = sorted(pods, key=lambda pod: (is_executor_pod(pod), (pod.get("metadata") or {}).get("name") or ""))
     held_up = [told for told in map(_held_up, ordered) if told]
     if not held_up:
@@ -596,13 +597,8 @@ def _held_up(pod: Mapping[str, Any]) -> str:
         return ""
     name = f"{_role(pod)} {(pod.get('metadata') or {}).get('name')}"
     if not (pod.get("spec") or {}).get("nodeName"):
-        if is_executor_pod(pod) and status.get("nominatedNodeName"):
-            return ""
-        for condition in status.get("conditions") or ():
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                why = condition.get("message") or condition.get("reason") or "no reason given"
-                return f"{name} unschedulable: {why}"
-        return ""
+        refusal = scheduler_refusal(pod)
+        return "" if refusal is None else f"{name} unschedulable: {refusal}"
     for container in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
         waiting = (container.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")

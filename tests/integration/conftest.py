@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from lightkube import Client, KubeConfig
@@ -206,11 +207,13 @@ def add_nodes(cluster: LocalCluster, client: Client, unique: str) -> Iterator[Ad
 
 
 @pytest.fixture
-def second_scheduler(cluster: LocalCluster, unique: str) -> Iterator[Callable[[str], SecondScheduler]]:
+def second_scheduler(cluster: LocalCluster, unique: str) -> Iterator[Callable[..., SecondScheduler]]:
+    """``start(extender_url, **settings)``: a second kube-scheduler of this test's own name (further
+    ``SecondSchedulerSettings`` as keywords); stopped afterwards."""
     started: list[SecondScheduler] = []
 
-    def start(extender_url: str) -> SecondScheduler:
-        scheduler = SecondScheduler(cluster, SecondSchedulerSettings(f"esi-test-{unique}", extender_url))
+    def start(extender_url: str, **settings: Any) -> SecondScheduler:
+        scheduler = SecondScheduler(cluster, SecondSchedulerSettings(f"esi-test-{unique}", extender_url, **settings))
         scheduler.start()
         started.append(scheduler)
         return scheduler
