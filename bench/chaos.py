@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ TESTBED_NODE = "esi.bench/chaos-node"
 COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME}")
 SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
 ROUND_TIMEOUT = 3600.0
+# What esi tells when something waits or what it repairs: counted per round from its Events.
+TOLD = ("GhostEvicted", "Stalled", "JobRetrying", "WaitCycle")
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Round:
     seconds: float = 0.0
     failed_attempts: int = 0  # runs that failed and were retried (a kill may cost a run)
     executors_seen: int = 0
+    told: dict[str, int] = field(default_factory=dict)  # esi's Events of the round by reason (``TOLD``)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -306,12 +310,30 @@ def _run_round(
     table = _retrying("the Testbed's slot table", lambda: _get(cluster, "testbed", "tb")["status"]["slots"])
     slot_nodes = {s["id"]: s["nodeName"] for s in table}
     run_slots = _check_runs(cluster, name, jobs, executors=executors, slot_nodes=slot_nodes, result=result)
+    result.told = _told_since(cluster, started_wall)
     bindings = watch.since(started_wall)
     result.executors_seen = len(bindings)
     _check_bindings(bindings, run_slots, slot_nodes, result)
     cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", name, "--wait=false")
     _check_released(stack, len(slot_nodes), result)
     return result, disturber
+
+
+def _told_since(cluster: LocalCluster, started_wall: float) -> dict[str, int]:
+    """How often esi told each reason of ``TOLD`` in the namespace since ``started_wall``."""
+    listed = _retrying(
+        "the namespace's Events", lambda: cluster.kubectl("get", "events", "-n", NAMESPACE, "-o", "json")
+    )
+    told = dict.fromkeys(TOLD, 0)
+    for event in json.loads(listed)["items"]:
+        when = event.get("lastTimestamp") or event.get("eventTime") or ""
+        if event.get("reason") in told and when and _epoch(when) >= int(started_wall):
+            told[event["reason"]] += event.get("count") or 1
+    return told
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
 def _create(cluster: LocalCluster, manifest: dict[str, Any]) -> None:
@@ -462,6 +484,7 @@ def print_report(report: Report) -> None:
             f"{r.name:>6}: {r.runs} job runs in {r.seconds:7.1f}s = {r.runs_per_minute:6.1f} runs/min; "
             f"{r.failed_attempts} failed attempts retried; {r.executors_seen} executors watched"
         )
+        print(f"        esi's Events: {', '.join(f'{reason} {count}' for reason, count in r.told.items())}")
     if calm.seconds:
         print(f" ratio: chaotic / calm time x{chaotic.seconds / calm.seconds:.2f}")
     print("invariants: " + ("all held" if not report.problems else f"{len(report.problems)} broken"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -20,7 +21,16 @@ from lightkube.codecs import from_dict
 from lightkube.resources.coordination_v1 import Lease
 from pydantic import ValidationError
 
-from esi.decisions.scheduling_lifecycle import Claim, JobView, SchedulingObservation, decide_scheduling, testbed_view
+from esi.decisions.scheduling_lifecycle import (
+    Claim,
+    JobView,
+    SchedulingObservation,
+    decide_scheduling,
+    needs,
+    testbed_view,
+    waiting_since,
+)
+from esi.decisions.wait_cycles import Held, WaitCycle, wait_cycle
 from esi.objects.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
 from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
@@ -69,6 +79,19 @@ def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **
     return {(namespace or "", name): view}
 
 
+@index(GROUP, VERSION, "schedulings")
+def scheduling_needs(
+    *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[Key, tuple[frozenset[Held], datetime | None]]:
+    """What each Scheduling needs to hold, and since when it waits for it (for cycles of waits)."""
+    try:
+        parsed = SchedulingSpec.model_validate(dict(spec))
+        current = SchedulingStatus.model_validate(dict(status)) if status else None
+    except ValidationError:
+        return {}
+    return {(namespace or "", name): (needs(parsed), waiting_since(current))}
+
+
 # --- wake-ups: a change concerns the Schedulings of its namespace ------------------------------------------
 
 
@@ -104,11 +127,28 @@ class _Caches:
     testbeds: kopf.Index[Key, dict[str, Any]]
     jobs: kopf.Index[Key, JobView]
     holds: kopf.Index[HoldKey, Hold]
+    needs: kopf.Index[Key, tuple[frozenset[Held], datetime | None]]
 
     @classmethod
     def of(cls, indexes: Mapping[str, Any]) -> _Caches:
         """The indexes the Scheduling reconciler reads, among those kopf passes a handler."""
-        return cls(testbed_tables.of(indexes), batchjob_states.of(indexes), holds.of(indexes))
+        return cls(
+            testbed_tables.of(indexes), batchjob_states.of(indexes), holds.of(indexes), scheduling_needs.of(indexes)
+        )
+
+    def cycle(self, namespace: str, name: str) -> WaitCycle | None:
+        """The cycle of waits among the namespace's Schedulings that Scheduling ``name`` is part of."""
+        wanted, since = {}, {}
+        for (found_namespace, scheduling), values in self.needs.items():
+            value = first(values)
+            if found_namespace == namespace and value is not None:
+                wanted[scheduling], since[scheduling] = value
+        holders: dict[Held, str] = {
+            ("testbed" if kind == HoldKind.TESTBED else "job", held): hold.scheduling
+            for (hold_namespace, kind, held), found in self.holds.items()
+            if hold_namespace == namespace and (hold := first(found)) is not None
+        }
+        return wait_cycle(name, wanted, holders, since) if name in wanted else None
 
 
 @kopf.daemon(GROUP, VERSION, "schedulings", cancellation_backoff=DAEMON_EXIT_SECONDS, cancellation_timeout=10)
@@ -173,7 +213,7 @@ async def _reconcile(
     decision = decide_scheduling(
         spec,
         status,
-        SchedulingObservation(testbed, jobs),
+        SchedulingObservation(testbed, jobs, caches.cycle(namespace, name)),
         name=name,
         namespace=namespace,
         generation=body["metadata"].get("generation"),
@@ -182,11 +222,11 @@ async def _reconcile(
     for action in decision.actions:
         if isinstance(action, Claim):
             await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
-        else:  # jobs that left the spec before they started: their holds go, so they are Ready again
-            for job in action.jobs:
-                await ignore(
-                    Refusal.NOT_FOUND, client.delete(Lease, hold_name(HoldKind.BATCHJOB, job), namespace=namespace)
-                )
+        else:  # what it lets go of: their holds go, so they are Ready for others
+            let_go = [(HoldKind.BATCHJOB, job) for job in action.jobs]
+            let_go += [(HoldKind.TESTBED, action.testbed)] if action.testbed is not None else []
+            for kind, held in let_go:
+                await ignore(Refusal.NOT_FOUND, client.delete(Lease, hold_name(kind, held), namespace=namespace))
     await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
     post_events(body, decision.events)
     return decision.decide_again_in

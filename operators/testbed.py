@@ -131,7 +131,7 @@ async def keep_slots(
 ) -> None:
     key = (namespace or "", name)
     caches = _Caches.of(indexes)
-    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches), logger)
+    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +154,9 @@ class _Caches:
         )
 
 
-async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, caches: _Caches) -> float | None:
+async def _reconcile(
+    key: TestbedKey, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger
+) -> float | None:
     namespace, name = key
     spec = TestbedSpec.model_validate(dict(body["spec"]))
     raw_status = dict(body.get("status") or {})
@@ -178,6 +180,7 @@ async def _reconcile(key: TestbedKey, body: kopf.Body, client: AsyncClient, cach
     for action in decision.actions:
         if isinstance(action, DeleteGhost):
             await ignore(Refusal.NOT_FOUND, client.delete(Pod, action.pod, namespace=namespace, grace_period=0))
+            logger.info(f"testbed {namespace}/{name}: deleted ghost pod {action.pod}: {action.reason}")
         elif isinstance(action, CreateGhost) and not await create(
             client, ghost_pod(name, body["metadata"]["uid"], namespace, action, spec.tolerations or ())
         ):

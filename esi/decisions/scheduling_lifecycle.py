@@ -17,7 +17,11 @@ confirmation round and no timeout waiting for a Testbed to catch up
 
 A job that fails does not stop the Scheduling: its run is recorded as failed and the others go on.
 Jobs appended to the spec while it runs are scheduled too (online scheduling); jobs removed from the
-spec before they started are dropped, those that started are kept in the record.
+spec before they started are dropped, those that started are kept in the record. While it waits to hold
+what it needs, the jobs it started are still followed. When Schedulings wait on each other in a cycle
+(``esi.decisions.wait_cycles``), the one that joined the cycle last is told (condition ``Deadlocked``) and
+lets go of what the others need that it does not use: jobs that hold no slots for it, and its Testbed when
+none of its jobs does.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from datetime import datetime, timedelta
 
 from esi.decisions.allocation import Allocation, queue_allocations, queue_problems, slot_allocations, slot_problems
 from esi.decisions.events import Event
+from esi.decisions.wait_cycles import Held, WaitCycle
 from esi.resources.batchjob import BatchJobState
-from esi.resources.meta import ConditionStatus, set_conditions
+from esi.resources.meta import ConditionStatus, find_condition, set_conditions
 from esi.resources.scheduling import (
     JobProgress,
     JobState,
@@ -49,8 +54,10 @@ __all__ = [
     "SchedulingObservation",
     "TestbedView",
     "decide_scheduling",
+    "needs",
     "spec_problems",
     "testbed_view",
+    "waiting_since",
 ]
 
 # How far a job got; a report never moves a job back (one record per job, always its most advanced state).
@@ -102,6 +109,21 @@ class JobView:
 class SchedulingObservation:
     testbed: TestbedView | None  # None: the Testbed does not exist
     jobs: Mapping[str, JobView]  # by BatchJob name; a name that is missing does not exist
+    cycle: WaitCycle | None = None  # the cycle of waits the Scheduling is part of
+
+
+def needs(spec: SchedulingSpec) -> frozenset[Held]:
+    """What a Scheduling must hold to place its jobs: its Testbed and every job of its spec."""
+    return frozenset({("testbed", spec.testbed.name), *(("job", job) for job in _demand(spec))})
+
+
+def waiting_since(status: SchedulingStatus | None) -> datetime | None:
+    """When the Scheduling began to wait for what it needs (its Holding condition turned False); None when it
+    holds everything, or has no such record."""
+    holding = find_condition(status.conditions, "Holding") if status is not None else None
+    if holding is None or holding.status != ConditionStatus.FALSE:
+        return None
+    return holding.last_transition_time
 
 
 @dataclass(frozen=True)
@@ -114,9 +136,11 @@ class Claim:
 
 @dataclass(frozen=True)
 class Release:
-    """Let go of these jobs: they left the spec before they started (the reconciler deletes their holds)."""
+    """Let go of these jobs, and of the testbed if named (the reconciler deletes their holds): jobs that left the
+    spec before they started, or what others in a cycle of waits need."""
 
     jobs: tuple[str, ...]
+    testbed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +178,7 @@ class _Verdict:
     actions: list[Claim | Release]
     events: list[Event]  # besides the change of state, which rendering tells
     stalled: str = ""  # which of its jobs' runs are Stalled, and why; "" when none is
+    deadlocked: str = ""  # the cycle of waits it let go of things for; "" when none
 
 
 def _decide(
@@ -174,9 +199,15 @@ def _decide(
     waiting_for: str | None
     stalled = ""
     testbed = observation.testbed
+    deadlocked = ""
     waiting = _waiting_to_hold(spec, observation, demand, problems, name)
     if waiting is not None:
         state, waiting_for = waiting
+        jobs, events = _follow_jobs(jobs, observation.jobs, name, spec.retry, now)
+        deadlocked = _deadlocked(current, observation.cycle, name)
+        letting_go = _let_go(observation.cycle, jobs, observation, spec.testbed.name, name)
+        if letting_go is not None:
+            actions.append(letting_go)
     elif not _holds_all(observation, demand, name):
         actions.append(Claim(spec.testbed.name, tuple(demand)))
         state, waiting_for = SchedulingState.PENDING, f"its hold on testbed {spec.testbed.name} and its jobs"
@@ -189,7 +220,41 @@ def _decide(
     if release is not None:
         actions.append(release)
         events.append(Event("Released", f"{_names(release.jobs)} left the spec before starting"))
-    return _Verdict(state, waiting_for, jobs, problems, actions, events, stalled)
+    return _Verdict(state, waiting_for, jobs, problems, actions, events, stalled, deadlocked)
+
+
+def _deadlocked(current: SchedulingStatus, cycle: WaitCycle | None, name: str) -> str:
+    """Why this waiting Scheduling let go of things (it joined a cycle of waits last), until it holds all again."""
+    if cycle is not None and cycle.last == name:
+        wanted, it = _things(sorted(cycle.wanted)), "it" if len(cycle.wanted) == 1 else "them"
+        return f"{cycle}; {name} joined the cycle last and lets go of {wanted} as soon as no run of its uses {it}"
+    told = find_condition(current.conditions, "Deadlocked")
+    return told.message if told is not None and told.status == ConditionStatus.TRUE else ""
+
+
+def _let_go(
+    cycle: WaitCycle | None,
+    jobs: Sequence[JobProgress],
+    observation: SchedulingObservation,
+    testbed: str,
+    name: str,
+) -> Release | None:
+    """What the Scheduling that joined a cycle last lets go of: what the others need that it holds and does not
+    use (a job of its that holds no slots; its testbed while none of its jobs holds slots)."""
+    if cycle is None or cycle.last != name:
+        return None
+    using = {p.name for p in jobs if p.state.holds_slots}
+    held = {job for job, view in observation.jobs.items() if view.held_by == name}
+    free = tuple(sorted(job for kind, job in cycle.wanted if kind == "job" and job in held and job not in using))
+    holds_testbed = observation.testbed is not None and observation.testbed.held_by == name
+    drop_testbed = ("testbed", testbed) in cycle.wanted and holds_testbed and not using
+    if not free and not drop_testbed:
+        return None
+    return Release(free, testbed if drop_testbed else None)
+
+
+def _things(items: Sequence[Held]) -> str:
+    return ", ".join(f"{kind} {name}" for kind, name in items)
 
 
 def spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
@@ -312,6 +377,10 @@ def _render(
         c.type == "Stalled" and c.status == ConditionStatus.TRUE for c in current.conditions
     ):
         events.append(Event("Stalled", verdict.stalled, warning=True))
+    if verdict.deadlocked and not any(
+        c.type == "Deadlocked" and c.status == ConditionStatus.TRUE for c in current.conditions
+    ):
+        events.append(Event("WaitCycle", verdict.deadlocked, warning=True))
     finished = sum(p.state.finished for p in jobs)
     updated = current.model_copy(
         update={
@@ -324,7 +393,14 @@ def _render(
         }
     )
     updated = _conditions(
-        updated, verdict.problems, verdict.stalled, state=state, testbed=testbed, generation=generation, now=now
+        updated,
+        verdict.problems,
+        verdict.stalled,
+        verdict.deadlocked,
+        state=state,
+        testbed=testbed,
+        generation=generation,
+        now=now,
     )
     return SchedulingDecision(updated, tuple(verdict.actions), tuple(events), _next_backoff(jobs, now))
 
@@ -495,6 +571,7 @@ def _conditions(
     status: SchedulingStatus,
     problems: Sequence[str],
     stalled: str,
+    deadlocked: str,
     *,
     state: SchedulingState,
     testbed: str,
@@ -519,6 +596,7 @@ def _conditions(
             f"failed: {_names(failed_jobs)}" if failed_jobs else "",
         ),
         ("Stalled", bool(stalled), "JobStalled" if stalled else "NotStalled", stalled),
+        ("Deadlocked", bool(deadlocked), "WaitCycle" if deadlocked else "NoWaitCycle", deadlocked),
     )
     conditions = set_conditions(conditions, settings, now=now, observed_generation=generation)
     return status.model_copy(update={"conditions": conditions})

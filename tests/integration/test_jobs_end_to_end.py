@@ -355,6 +355,56 @@ def test_a_second_scheduling_waits_for_a_shared_job_and_runs_after_the_first_is_
     assert [r["scheduling"] for r in runs] == ["first", "second"]
 
 
+def test_schedulings_given_each_others_jobs_find_the_cycle_and_the_later_one_lets_go(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    for testbed in ("tb1", "tb2"):
+        label = f"esi.test/{testbed}-{unique}"
+        add_nodes(1, cpu="2", labels={label: "0"})
+        manifest = testbed_manifest(nodeLabel=label, slotsPerNode=2, resourcesPerSlot={"cpu": "1", "memory": "1Gi"})
+        create_in(esi_stack, namespace, manifest | {"metadata": {"name": testbed}})
+    for job in ("x", "y"):
+        spark_job(esi_stack, namespace, job)
+    for name, testbed, job in (("a", "tb1", "x"), ("b", "tb2", "y")):
+        manifest = scheduling_manifest(testbed={"name": testbed}, queueBased=[{"name": job}])
+        create_in(esi_stack, namespace, manifest | {"metadata": {"name": name}})
+    for name in ("a", "b"):
+        wait_for(f"{name} to complete", completed(esi_stack, namespace, name), timeout=COMPLETION)
+
+    def given(name: str, jobs: list[str]) -> None:
+        queue = json.dumps({"spec": {"queueBased": [{"name": j} for j in jobs]}})
+        esi_stack.kubectl("patch", "-n", namespace, "scheduling", name, "--type=merge", "-p", queue)
+        wait_for(f"{name} to wait", lambda: status(esi_stack, namespace, "scheduling", name)["state"] == "Pending")
+
+    given("a", ["x", "y"])  # a now waits for y, which b holds
+    given("b", ["y", "x"])  # and b for x, which a holds: a cycle, b joined it last
+
+    def deadlocked(name: str) -> dict[str, Any]:
+        return condition(esi_stack, namespace, "scheduling", name, "Deadlocked")
+
+    told = wait_for("b told of the cycle", lambda: deadlocked("b") if deadlocked("b").get("status") == "True" else None)
+    assert told["reason"] == "WaitCycle", told
+    assert told["message"] == (
+        "schedulings b -> a -> b wait on each other (b needs job x held by a, a needs job y held by b); "
+        "b joined the cycle last and lets go of job y as soon as no run of its uses it"
+    )
+    warnings = esi_stack.kubectl(
+        "get", "events", "-n", namespace, "--field-selector=type=Warning,reason=WaitCycle", "-o", "json"
+    )
+    assert [e["involvedObject"]["name"] for e in json.loads(warnings)["items"]] == ["b"]
+    wait_for("a to run y and complete", completed(esi_stack, namespace, "a"), timeout=COMPLETION)
+    waiting = status(esi_stack, namespace, "scheduling", "b")["waitingFor"]
+    assert waiting == "job y (held by scheduling a); job x (held by scheduling a) to be released"
+    assert deadlocked("b")["status"] == "True", "b still says why it let go of y"
+    assert deadlocked("a")["status"] == "False", deadlocked("a")
+
+    esi_stack.kubectl("delete", "-n", namespace, "scheduling", "a", "--wait=true", "--timeout=60s")
+    wait_for("b to complete", completed(esi_stack, namespace, "b"), timeout=COMPLETION)
+    runs = {job: [r["scheduling"] for r in status(esi_stack, namespace, "batchjob", job)["runs"]] for job in "xy"}
+    assert runs == {"x": ["a", "b"], "y": ["b", "a"]}, "y ran in a once b let go of it"
+    assert deadlocked("b")["status"] == "False", deadlocked("b")
+
+
 def test_a_failed_run_is_retried_and_a_job_that_keeps_failing_is_recorded(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
 ) -> None:

@@ -38,6 +38,7 @@ from esi.decisions.scheduling_lifecycle import (
     decide_scheduling,
     testbed_view,
 )
+from esi.decisions.wait_cycles import WaitCycle
 from esi.resources.batchjob import BatchJobState, BatchJobStatus, RunOutcome
 from esi.resources.meta import find_condition
 from esi.resources.scheduling import JobState, SchedulingSpec, SchedulingState, SchedulingStatus
@@ -182,6 +183,8 @@ class World:
         else:
             for job in action.jobs:
                 self.job_holders.pop(job, None)
+            if action.testbed is not None:
+                self.testbed_holder = None
 
     def claim(self, name: str, claim: Claim) -> None:
         holders = [self.testbed_holder, *(self.job_holders.get(j) for j in claim.jobs)]
@@ -587,3 +590,101 @@ def test_a_started_job_held_up_outside_esi_is_what_the_scheduling_waits_for_and_
     assert other.status.waiting_for is not None
     assert not other.status.waiting_for.startswith("job a:")
     assert find_condition(other.status.conditions, "Stalled").status.value == "False"  # type: ignore[union-attr]
+
+
+# --- cycles of Schedulings waiting on each other --------------------------------------------------------
+
+CYCLE = WaitCycle(("s", "t"), (("s", ("job", "x"), "t"), ("t", ("job", "y"), "s")), frozenset({("job", "y")}))
+TOLD = (
+    "schedulings s -> t -> s wait on each other (s needs job x held by t, t needs job y held by s); "
+    "s joined the cycle last and lets go of job y as soon as no run of its uses it"
+)
+
+
+def given_x_held_by_t(
+    y: JobView, cycle: WaitCycle | None = CYCLE, free: frozenset[int] = frozenset()
+) -> SchedulingObservation:
+    """s holds its testbed and y, and was given job x, which t holds."""
+    return SchedulingObservation(
+        TestbedView(frozenset({0, 1}), frozenset(free), "s"), {"y": y, "x": JobView(held_by="t")}, cycle
+    )
+
+
+def decide_s(
+    spec: SchedulingSpec, status: SchedulingStatus | None, observation: SchedulingObservation, at: int = 0
+) -> Any:
+    return decide_scheduling(
+        spec, status, observation, name="s", namespace="ns", generation=1, now=T0 + timedelta(seconds=at)
+    )
+
+
+def test_the_scheduling_that_joined_a_cycle_last_lets_go_of_an_unstarted_job_and_is_told_once() -> None:
+    waiting_y = decide_s(queue("y", "y"), None, given_x_held_by_t(JobView(held_by="s"), cycle=None)).status
+    assert [p.state for p in waiting_y.jobs] == [JobState.WAITING]
+
+    decision = decide_s(queue("y", "y", "x"), waiting_y, given_x_held_by_t(JobView(held_by="s")), at=1)
+
+    assert decision.status.state == SchedulingState.PENDING
+    assert decision.status.waiting_for == "job x (held by scheduling t) to be released"
+    assert decision.actions == (Release(("y",)),)
+    condition = find_condition(decision.status.conditions, "Deadlocked")
+    assert condition is not None
+    assert (condition.status.value, condition.reason, condition.message) == ("True", "WaitCycle", TOLD)
+    assert Event("WaitCycle", TOLD, warning=True) in decision.events
+
+    # y's hold is gone, so the cycle is too; s still waits for x and still says why it let go of y.
+    after = decide_s(queue("y", "y", "x"), decision.status, given_x_held_by_t(JobView(), cycle=None), at=2)
+    assert after.actions == ()
+    assert not any(e.reason == "WaitCycle" for e in after.events), "told once"
+    kept = find_condition(after.status.conditions, "Deadlocked")
+    assert kept is not None
+    assert (kept.status.value, kept.message) == ("True", TOLD)
+
+    holding = SchedulingObservation(
+        TestbedView(frozenset({0, 1}), frozenset(), "s"), {"y": JobView(held_by="s"), "x": JobView(held_by="s")}
+    )
+    again = decide_s(queue("y", "y", "x"), after.status, holding, at=3)
+    assert again.status.state == SchedulingState.RUNNING
+    assert find_condition(again.status.conditions, "Deadlocked").status.value == "False"  # type: ignore[union-attr]
+
+
+def test_a_job_the_last_one_runs_is_let_go_only_once_its_run_ended_which_it_follows_while_waiting() -> None:
+    reserved = decide_s(
+        queue("y"), None, given_x_held_by_t(JobView(held_by="s"), cycle=None, free=frozenset({0}))
+    ).status
+    assert [(p.state, p.slots) for p in reserved.jobs] == [(JobState.RESERVED, [0])]
+    running = JobView(held_by="s", scheduling="s", state=BatchJobState.RUNNING, attempt=1)
+
+    in_use = decide_s(queue("y", "x"), reserved, given_x_held_by_t(running), at=1)
+
+    assert in_use.actions == (), "a job whose run holds slots is in use"
+    assert [(p.name, p.state) for p in in_use.status.jobs] == [("y", JobState.RUNNING), ("x", JobState.WAITING)]
+    assert find_condition(in_use.status.conditions, "Deadlocked").status.value == "True"  # type: ignore[union-attr]
+
+    succeeded = JobView(held_by="s", scheduling="s", state=BatchJobState.SUCCEEDED, attempt=1)
+    ended = decide_s(queue("y", "x"), in_use.status, given_x_held_by_t(succeeded), at=2)
+
+    assert [(p.name, p.state) for p in ended.status.jobs] == [("y", JobState.SUCCEEDED), ("x", JobState.WAITING)]
+    assert ended.actions == (Release(("y",)),)
+    assert Event("JobSucceeded", "job y succeeded") in ended.events
+
+
+def test_the_testbed_is_let_go_when_the_cycle_needs_it_and_no_job_uses_slots() -> None:
+    cycle = WaitCycle(
+        ("s", "t"), (("s", ("job", "x"), "t"), ("t", ("testbed", "tb"), "s")), frozenset({("testbed", "tb")})
+    )
+    waiting_y = decide_s(queue("y"), None, given_x_held_by_t(JobView(held_by="s"), cycle=None)).status
+
+    decision = decide_s(queue("y", "x"), waiting_y, given_x_held_by_t(JobView(held_by="s"), cycle=cycle), at=1)
+
+    assert decision.actions == (Release((), "tb"),)
+
+
+def test_a_member_of_a_cycle_that_did_not_join_it_last_keeps_what_it_holds() -> None:
+    waiting_y = decide_s(queue("y"), None, given_x_held_by_t(JobView(held_by="s"), cycle=None)).status
+    cycle = WaitCycle(("t", "s"), (("t", ("job", "y"), "s"), ("s", ("job", "x"), "t")), frozenset({("job", "x")}))
+
+    decision = decide_s(queue("y", "x"), waiting_y, given_x_held_by_t(JobView(held_by="s"), cycle=cycle), at=1)
+
+    assert decision.actions == ()
+    assert find_condition(decision.status.conditions, "Deadlocked").status.value == "False"  # type: ignore[union-attr]
