@@ -175,24 +175,10 @@ class ExecutorWatch:
 # --- what is done to it ---------------------------------------------------------------------------------------
 
 
-def _children(parent: int) -> list[int]:
-    """The processes whose parent is ``parent`` (from /proc)."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
-                children.append(int(stat.parent.name))
-    return children
-
-
 def kill_component(cluster: LocalCluster, name: str) -> bool:
     """SIGKILL what the supervisor of component ``name`` runs (it starts it again); whether anything ran."""
-    try:
-        supervisor = int((cluster.directory / "processes" / f"{name}.pid").read_text())
-    except (OSError, ValueError):
-        return False
     killed = False
-    for child in _children(supervisor):
+    for child in cluster.children_of(name):
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
             killed = True

@@ -353,11 +353,26 @@ class LocalCluster:
                 time.sleep(0.05)
         (self._processes_dir / f"{name}.pid").unlink(missing_ok=True)
 
+    def children_of(self, name: str) -> list[int]:
+        """The processes component ``name``'s process started: for a supervised component, the component."""
+        pid = self._pid(name)
+        return [] if pid is None else child_pids(pid)
+
     def _pid(self, name: str) -> int | None:
         try:
             return int((self._processes_dir / f"{name}.pid").read_text())
         except (FileNotFoundError, ValueError):
             return None
+
+
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
+                children.append(int(stat.parent.name))
+    return children
 
 
 def process_alive(pid: int) -> bool:

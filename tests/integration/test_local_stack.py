@@ -9,7 +9,6 @@ state, all under the test's temporary directory, next to (not instead of) the se
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -52,22 +51,15 @@ def batchjob(name: str) -> dict[str, Any]:
     }
 
 
-def child_pids(parent: int) -> list[int]:
-    """The processes whose parent is ``parent`` (from /proc)."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
-                children.append(int(stat.parent.name))
-    return children
-
-
 def kill_the_second_scheduler(cluster: LocalCluster) -> None:
     """SIGKILL the second kube-scheduler (its supervisor's child); return once the supervisor started a new one."""
-    supervisor = int((cluster.directory / "processes" / f"scheduler-{SCHEDULER_NAME}.pid").read_text())
-    (killed,) = child_pids(supervisor)
+    component = f"scheduler-{SCHEDULER_NAME}"
+    (killed,) = cluster.children_of(component)
     os.kill(killed, signal.SIGKILL)
-    wait_for("the second scheduler started again", lambda: [p for p in child_pids(supervisor) if p != killed])
+    wait_for(
+        "the second scheduler started again",
+        lambda: [p for p in cluster.children_of(component) if p != killed],
+    )
 
 
 def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_path: Path, unique: str) -> None:
