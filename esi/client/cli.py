@@ -40,6 +40,7 @@ from esi.client.api_client import (
     Unauthorized,
     topic,
 )
+from esi.resources.meta import Condition, ConditionStatus
 from esi.resources.scheduling import Scheduling
 from esi.wire.rest import (
     ExternalBatchJob,
@@ -401,6 +402,7 @@ def _job_detail(job: ExternalBatchJob) -> RenderableType:
         parts.append(Text(job.message, style="dim"))
     if job.waiting_for:
         parts.append(Text(f"waiting for: {job.waiting_for}", style="yellow"))
+    parts += _warnings(job.conditions)
     parts.append(_runs_table(job) if job.scheduled_events else Text("no runs yet"))
     if job.external_scheduler:
         parts.append(_external_scheduler_table(job))
@@ -449,7 +451,20 @@ def _scheduling_detail(scheduling: ExternalScheduling) -> RenderableType:
     parts: list[RenderableType] = [head, table]
     if scheduling.waiting_for:
         parts.append(Text(f"waiting for: {scheduling.waiting_for}", style="yellow"))
+    parts += _warnings(scheduling.conditions)
     return Group(*parts)
+
+
+# Conditions that are bad news when True: a wait that went on too long, a cycle of waits.
+_WARNING_CONDITIONS = ("Stalled", "Deadlocked")
+
+
+def _warnings(conditions: Iterable[Condition]) -> list[RenderableType]:
+    return [
+        Text(f"{c.type.lower()}: {c.message}", style="red")
+        for c in conditions
+        if c.type in _WARNING_CONDITIONS and c.status == ConditionStatus.TRUE
+    ]
 
 
 def _overview(view: Overview) -> RenderableType:

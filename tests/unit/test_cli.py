@@ -204,6 +204,26 @@ def test_a_schedulings_jobs_show_their_state_and_what_they_get() -> None:
     assert lines_with(result.stdout, "wordcount", "Scheduled", "2 executor(s)")
     assert lines_with(result.stdout, "pagerank", "-", "1 executor(s)")
     assert "waiting for: slots for pagerank" in result.stdout
+    assert "deadlocked" not in result.stdout
+
+
+def test_a_scheduling_and_a_job_tell_of_a_cycle_of_waits_and_a_stall() -> None:
+    def condition(type_: str, status: str, message: str) -> dict[str, str]:
+        return {"type": type_, "status": status, "reason": "Why", "message": message,
+                "lastTransitionTime": "2026-01-01T10:00:00Z"}  # fmt: skip
+
+    cycle = "schedulings s1 -> s2 -> s1 wait on each other (...); s1 joined the cycle last and lets go of job x"
+    scheduling = wire_scheduling(conditions=[condition("Stalled", "False", ""), condition("Deadlocked", "True", cycle)])
+    stalled = wire_job(conditions=[condition("Stalled", "True", "not running 5 min after submission: ...")])
+    api = FakeApi().answer("GET", f"{SCHEDULINGS}/s1", body=scheduling)
+    api.answer("GET", "/external/jobs/wordcount", body=stalled)
+
+    told = " ".join(run(api, "schedulings", "s1").stdout.split())
+    job = " ".join(run(api, "jobs", "wordcount").stdout.split())
+
+    assert f"deadlocked: {cycle}" in told
+    assert "stalled" not in told
+    assert "stalled: not running 5 min after submission: ..." in job
 
 
 # ---------------------------------------------------------------------------------------------- submitting
