@@ -1,10 +1,11 @@
 """Keep one local component running: ``python -m infra.supervise --name NAME -- COMMAND [ARGS...]``.
 
-The local stack runs esi's components as processes (``infra.local_stack``). A component that exits on its
-own (a crash, an API server that went away for too long) is started again after a backoff that doubles
-from 1 s to 30 s and starts over once it has run for a minute; every exit and restart is logged with its
-exit status. SIGTERM or SIGINT to the supervisor is passed on to the component, which gets 10 s to end
-before it is killed; then the supervisor ends too — so stopping the supervisor stops the component.
+The local stack runs esi's components as processes (``infra.local_stack``). A component that exits (a crash,
+an API server that went away for too long, a kill) is started again: after 1 s if it had run for 10 s or
+more, else after a backoff that doubles up to 30 s, so one that cannot start is not restarted in a hot loop
+while one that ran and was stopped is back at once; every exit and restart is logged with its exit status.
+SIGTERM or SIGINT to the supervisor is passed on to the component, which gets 10 s to end before it is
+killed; then the supervisor ends too — so stopping the supervisor stops the component.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from types import FrameType
 __all__ = ["main", "supervised"]
 
 STOP_GRACE = 10.0
-MIN_BACKOFF, MAX_BACKOFF, STABLE_AFTER = 1.0, 30.0, 60.0
+MIN_BACKOFF, MAX_BACKOFF, STARTED_AFTER = 1.0, 30.0, 10.0
 
 
 def supervised(name: str, command: Sequence[str]) -> list[str]:
@@ -35,6 +36,13 @@ def _say(name: str, message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     cli = argparse.ArgumentParser(prog="python -m infra.supervise", description=__doc__.split("\n\n")[0])
     cli.add_argument("--name", required=True, help="the component's name, for the log")
+    cli.add_argument(
+        "--started-after",
+        type=float,
+        default=STARTED_AFTER,
+        metavar="SECONDS",
+        help=f"a run this long counts as started: restarted after {MIN_BACKOFF:.0f}s (default: %(default)s)",
+    )
     cli.add_argument("command", nargs=argparse.REMAINDER, help="-- and the command to keep running")
     args = cli.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -67,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stopping:
             _say(args.name, f"stopped (exit status {status})")
             return 0
-        if time.monotonic() - started > STABLE_AFTER:
+        if time.monotonic() - started >= args.started_after:
             backoff = MIN_BACKOFF
         _say(args.name, f"exited with status {status}; starting it again in {backoff:.0f}s")
         deadline = time.monotonic() + backoff
