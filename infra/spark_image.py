@@ -7,17 +7,13 @@ Spark's examples jar for Spark 2 and later, so ``examples/jars/spark-examples.ja
 and path that manifests written for Spark's image use (``org.apache.spark.examples.SparkPi``). The local Spark
 operator submits with this distribution, and the image carries the same files: one place for both.
 
-**The image** (``spark_image``, ``esi.local/spark:<spark version>-<digest>``) is a Java runtime from Debian
-(``openjdk-17-jre-headless`` with its dependencies, ``bash``, ``coreutils`` and ``tini``), unpacked with
-``dpkg -x`` from packages ``apt-get`` downloads for an empty system — no maintainer script runs, so
-``/etc/passwd`` is written here and Java's ``cacerts`` stays absent (the Kubernetes client trusts the
-cluster's CA from the service account) — plus the distribution in ``/opt/spark`` and ``ENTRYPOINT``, the
-entry point Spark's Kubernetes backend expects. ``infra.images.build_image`` makes it an image; a debootstrap
-of Debian's minimal base alone took longer (1 min 47 s) and was larger (206 MB) than the whole runtime here.
+**The image** (``spark_image``, ``esi.local/spark:<spark version>-<digest>``) is Debian's Java runtime
+(``infra.java_runtime``) plus the distribution in ``/opt/spark`` and ``ENTRYPOINT``, the entry point Spark's
+Kubernetes backend expects. ``infra.images.build_image`` makes it an image; a debootstrap of Debian's minimal
+base alone took longer (1 min 47 s) and was larger (206 MB) than the whole runtime.
 
-Everything is cached under ``<toolchain cache>/spark/`` (``~/.cache/esi/tools/spark``), keyed by version
-and by a digest of what this module does with it; a directory appears only once complete, and one builder
-at a time fills it (parallel test workers wait for each other).
+The distribution is cached under ``<toolchain cache>/spark/`` (``~/.cache/esi/tools/spark``), keyed by version
+and by a digest of what this module does with it (``infra.java_runtime.building``).
 
 ``python -m infra.spark_image home|image`` builds and prints the distribution's path or the image's reference.
 """
@@ -25,48 +21,33 @@ at a time fills it (parallel test workers wait for each other).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
-import hashlib
-import inspect
 import os
 import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from infra import commands, images, toolchain
+from infra.java_runtime import JavaRuntimeError, building, digest, host_java_home, jvm_image, recipe
 
 __all__ = [
-    "DEBIAN_PACKAGES",
     "ENTRYPOINT",
     "IMAGE_NAME",
-    "JAVA_HOME",
     "SPARK_PI_CLASS",
     "SPARK_PI_JAR",
     "SPARK_PI_SOURCE",
     "SparkImageError",
     "cache_dir",
-    "host_java_home",
-    "image_env",
-    "java_runtime",
     "spark_home",
     "spark_image",
     "spark_version",
 ]
 
 IMAGE_NAME: Final = "spark"  # esi.local/spark:<tag>
-JAVA_HOME: Final = "/usr/lib/jvm/java-17-openjdk-amd64"  # where Debian's openjdk-17 lives, here and in the image
 IMAGE_SPARK_HOME: Final = "/opt/spark"
-# What the image's root filesystem is made of; apt-get adds their dependencies.
-DEBIAN_PACKAGES: Final = ("openjdk-17-jre-headless", "bash", "coreutils", "tini")
-SPARK_UID: Final = 185  # the user Spark's own images run as; listed in /etc/passwd so a pod may choose it
 SPARK_PI_CLASS: Final = "org.apache.spark.examples.SparkPi"
 SPARK_PI_JAR: Final = "examples/jars/spark-examples.jar"  # relative to SPARK_HOME
-# Trimmed from the runtime: documentation and translations no pod reads.
-_PRUNED: Final = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "usr/share/lintian")
 
 SPARK_PI_SOURCE: Final = """\
 package org.apache.spark.examples
@@ -159,11 +140,6 @@ fi
 exec "${command[@]}"
 """
 
-_PASSWD: Final = (
-    f"root:x:0:0:root:/root:/bin/bash\nspark:x:{SPARK_UID}:{SPARK_UID}:spark:{IMAGE_SPARK_HOME}:/bin/false\n"
-)
-_GROUP: Final = f"root:x:0:\nspark:x:{SPARK_UID}:\n"
-
 
 class SparkImageError(RuntimeError):
     """Building the Spark distribution, the Java runtime or the image failed; the message says which step."""
@@ -177,66 +153,21 @@ def spark_version(pins: dict[str, str] | None = None) -> str:
     return (pins or toolchain.load_pins())["spark"]
 
 
-def _digest(*parts: str) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:10]
-
-
 def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 900, cwd: Path | None = None) -> str:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     return commands.run(cmd, error=SparkImageError, what=what, timeout=timeout, cwd=cwd, env=env, last_lines=20)
 
 
-@contextlib.contextmanager
-def _building(final: Path) -> Iterator[Path | None]:
-    """Yield a scratch directory to fill, or None when ``final`` exists; the filled scratch becomes ``final``.
-
-    One builder at a time per cache: the others wait, then find ``final`` there.
-    """
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with (final.parent / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if final.is_dir():
-            yield None
-            return
-        scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}-"))
-        scratch.chmod(0o755)  # it becomes a root directory or SPARK_HOME: every user reads it
-        try:
-            yield scratch
-            scratch.rename(final)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-
-def host_java_home() -> Path:
-    """The Java runtime on this machine that spark-submit and the Scala compiler run on."""
-    java_home = Path(JAVA_HOME)
-    if not os.access(java_home / "bin" / "java", os.X_OK):
-        raise SparkImageError(
-            f"no Java runtime in {java_home}: install Debian's openjdk-17-jre-headless "
-            "(python -m infra.node_packages ensure)"
-        )
-    return java_home
-
-
 def spark_home(pins: dict[str, str] | None = None) -> Path:
     """The Spark distribution of the pinned version, with esi's SparkPi; built once."""
     version = spark_version(pins)
-    recipe = _recipe(_unpack_pyspark, _compile_spark_pi)
-    final = cache_dir() / f"spark-{version}-{_digest(version, SPARK_PI_SOURCE, recipe)}"
-    with _building(final) as scratch:
+    steps = recipe(_unpack_pyspark, _compile_spark_pi)
+    final = cache_dir() / f"spark-{version}-{digest(version, SPARK_PI_SOURCE, steps)}"
+    with building(final) as scratch:
         if scratch is not None:
             _unpack_pyspark(version, scratch)
             _compile_spark_pi(scratch)
     return final
-
-
-def _recipe(*steps: Callable[..., object]) -> str:
-    """What decides the files a build makes: the source of its steps (a changed step builds anew)."""
-    return "".join(inspect.getsource(step) for step in steps)
 
 
 def _unpack_pyspark(version: str, home: Path) -> None:
@@ -275,82 +206,21 @@ def _compile_spark_pi(home: Path) -> None:
     shutil.rmtree(source_dir)
 
 
-def java_runtime() -> Path:
-    """A root filesystem with Debian's Java runtime, bash, coreutils and tini; built once."""
-    recipe = _recipe(_unpack_debian)
-    final = cache_dir() / f"jre-{_digest(*DEBIAN_PACKAGES, *_PRUNED, _PASSWD, _GROUP, recipe)}"
-    with _building(final) as scratch:
-        if scratch is not None:
-            _unpack_debian(scratch)
-    return final
-
-
-def _unpack_debian(rootfs: Path) -> None:
-    debs = rootfs.parent / f".debs-{rootfs.name}"
-    (debs / "partial").mkdir(parents=True)
-    empty_status = debs / "status"
-    empty_status.touch()
-    # An empty dpkg status: apt resolves every dependency as for a system that has nothing installed.
-    apt = ["apt-get", "-q", "--yes", "--no-install-recommends", "-o", f"Dir::State::status={empty_status}"]
-    apt += ["-o", f"Dir::Cache::archives={debs}", "-o", "Debug::NoLocking=1"]
-    try:
-        try:
-            _run([*apt, "install", "--download-only", *DEBIAN_PACKAGES], "download Debian's Java runtime")
-        except SparkImageError:
-            _run(["apt-get", "-q", "update"], "update Debian's package lists")
-            _run([*apt, "install", "--download-only", *DEBIAN_PACKAGES], "download Debian's Java runtime")
-        packages = sorted(debs.glob("*.deb"))
-        for package in packages:
-            _run(["dpkg-deb", "-x", package, rootfs], f"unpack {package.name}")
-        (rootfs / "debian-packages.txt").write_text("".join(f"{p.name}\n" for p in packages))
-    finally:
-        shutil.rmtree(debs, ignore_errors=True)
-    for pruned in _PRUNED:
-        shutil.rmtree(rootfs / pruned, ignore_errors=True)
-    (rootfs / "etc" / "passwd").write_text(_PASSWD)
-    (rootfs / "etc" / "group").write_text(_GROUP)
-    if not os.access(rootfs / JAVA_HOME.lstrip("/") / "bin" / "java", os.X_OK):
-        raise SparkImageError(f"Debian's packages unpacked, but {JAVA_HOME}/bin/java is not in {rootfs}")
-
-
-def image_env() -> dict[str, str]:
-    """The image's environment."""
-    return {
-        "JAVA_HOME": JAVA_HOME,
-        "SPARK_HOME": IMAGE_SPARK_HOME,
-        "PATH": f"{IMAGE_SPARK_HOME}/bin:{JAVA_HOME}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "LANG": "C.UTF-8",
-    }
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    """Copy ``source`` into ``target`` as hard links (same file system: no data is copied)."""
-    shutil.copytree(source, target, symlinks=True, copy_function=os.link, dirs_exist_ok=True)
-
-
 def spark_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
     """The Spark image (``esi.local/spark:<version>-<digest>``) as a docker-archive; built once."""
-    version = spark_version(pins)
-    home, runtime = spark_home(pins), java_runtime()
-    contents = (runtime / "debian-packages.txt").read_text()
-    tag = f"{version}-{_digest(home.name, contents, ENTRYPOINT)}"
 
-    def populate(rootfs: Path) -> None:
-        _link_tree(runtime, rootfs)
-        (rootfs / "debian-packages.txt").unlink()
-        _link_tree(home, rootfs / IMAGE_SPARK_HOME.lstrip("/"))
+    def work_dir(rootfs: Path) -> None:
         (rootfs / IMAGE_SPARK_HOME.lstrip("/") / "work-dir").mkdir()
-        entrypoint = rootfs / "opt" / "entrypoint.sh"
-        entrypoint.write_text(ENTRYPOINT)
-        entrypoint.chmod(0o755)
 
-    return images.build_image(
+    return jvm_image(
         IMAGE_NAME,
-        tag,
-        populate,
-        entrypoint=["/opt/entrypoint.sh"],
-        env=image_env(),
+        spark_version(pins),
+        spark_home(pins),
+        home=IMAGE_SPARK_HOME,
+        home_variable="SPARK_HOME",
+        entrypoint=("/opt/entrypoint.sh", ENTRYPOINT),
         workdir=f"{IMAGE_SPARK_HOME}/work-dir",
+        finish=work_dir,
     )
 
 
@@ -364,7 +234,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         else:
             built = spark_image()
             print(f"{built.reference} {built.archive}")
-    except (SparkImageError, images.ImageError, toolchain.ToolchainError) as err:
+    except (SparkImageError, JavaRuntimeError, images.ImageError, toolchain.ToolchainError) as err:
         print(f"infra.spark_image: {err}", file=sys.stderr)
         return 1
     return 0

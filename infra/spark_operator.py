@@ -37,8 +37,9 @@ from urllib.parse import urlsplit
 import yaml
 
 from infra import toolchain
+from infra.java_runtime import JavaRuntimeError, host_java_home
 from infra.local_cluster import ClusterError, LocalCluster, free_port
-from infra.spark_image import SparkImageError, host_java_home, spark_home
+from infra.spark_image import spark_home
 
 __all__ = [
     "DRIVER_SERVICE_ACCOUNT",
@@ -67,7 +68,7 @@ def unavailable_reason() -> str | None:
     """Why the Spark operator cannot run on this machine (no Java runtime, not built), or None when it can."""
     try:
         host_java_home()
-    except SparkImageError as err:
+    except JavaRuntimeError as err:
         return str(err)
     if toolchain.missing(tools=[t for t in toolchain.TOOLS if t.name == "spark-operator"]):
         return "the Spark operator is not built: run `make tools`"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import socket
 import ssl
 import subprocess
@@ -19,10 +20,13 @@ from typing import Any
 import pytest
 from lightkube import Client
 from lightkube.codecs import from_dict
+from lightkube.models.core_v1 import PodSecurityContext
 from lightkube.resources.core_v1 import Node, Pod
 
 from infra import images
 from infra.commands import exclusive
+from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
+from infra.java_runtime import FLINK_UID
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
 from tests.integration.kube import get_or_none, wait_for
@@ -124,6 +128,28 @@ def test_a_pod_on_a_real_node_reaches_the_api_server(
     logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_reach_*/main/*.log"))
     assert done.status.phase == "Succeeded", logs
     assert '"gitVersion": "v' in logs
+
+
+def test_the_flink_image_runs_flinks_word_count_on_a_real_node(
+    real_node: RealNode, client: Client, namespace: str
+) -> None:
+    image = flink_image()
+    images.import_image(image, real_node.containerd_socket)
+    jar = f"{FLINK_HOME}/{word_count_jar()}"
+    # In the pod itself: Flink's own client runs the job on a local mini cluster, through the image's entry point.
+    command = f"flink run --target local -c {WORD_COUNT_CLASS} {jar} --execution-mode BATCH"
+    manifest = pinned_pod("wordcount", namespace, real_node, image.reference, args=["bash", "-c", command])
+    manifest.spec.securityContext = PodSecurityContext(runAsUser=FLINK_UID)  # as Flink's own image runs
+    client.create(manifest)
+
+    done = wait_for("WordCount to end", phase_of(client, "wordcount", namespace, "Succeeded", "Failed"), timeout=300)
+    logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_wordcount_*/main/*.log"))
+    assert done.status.phase == "Succeeded", logs[-3000:]
+    assert "Job has been submitted with JobID" in logs, logs[-3000:]
+    counts = dict(re.findall(r"\((\w+),(\d+)\)", logs))
+    # Hamlet's "To be, or not to be,--that is the question", WordCount's own input.
+    assert int(counts["be"]) >= 2, logs[-3000:]
+    assert "question" in counts, logs[-3000:]
 
 
 def _node_processes(node: RealNode) -> tuple[set[int], set[Path]]:
