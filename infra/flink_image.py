@@ -116,13 +116,10 @@ def _unpack_wheels(version: str, home: Path) -> None:
                 with archive.open(member) as source, target.open("wb") as copy:
                     shutil.copyfileobj(source, copy)
     shutil.rmtree(downloads)
-    missing = [
-        part
-        for part in ("bin/flink", "bin/kubernetes-jobmanager.sh", "conf/config.yaml")
-        if not (home / part).is_file()
-    ]
-    if missing or not any((home / "lib").glob(f"flink-dist-{version}.jar")):
-        raise FlinkImageError(f"the Flink {version} wheels lack {missing or ['lib/flink-dist']}")
+    needed = ("bin/flink", "bin/kubernetes-jobmanager.sh", "conf/config.yaml", f"lib/flink-dist-{version}.jar")
+    missing = [part for part in needed if not (home / part).is_file()]
+    if missing:
+        raise FlinkImageError(f"the Flink {version} wheels lack {', '.join(missing)}")
     for script in (home / "bin").iterdir():
         if script.suffix in (".bat", ".cmd"):
             script.unlink()
