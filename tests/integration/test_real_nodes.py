@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -25,8 +28,8 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from infra import images
 from infra.commands import exclusive
-from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
-from infra.java_runtime import FLINK_UID
+from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
+from infra.java_runtime import FLINK_UID, host_java_home
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
 from tests.integration.kube import get_or_none, wait_for
@@ -150,6 +153,119 @@ def test_the_flink_image_runs_flinks_word_count_on_a_real_node(
     # Hamlet's "To be, or not to be,--that is the question", WordCount's own input.
     assert int(counts["be"]) >= 2, logs[-3000:]
     assert "question" in counts, logs[-3000:]
+
+
+FLINK_CLUSTER = "wc"
+
+
+def flink_rbac(namespace: str) -> dict[str, Any]:
+    """The ServiceAccount ``flink`` with what Flink's JobManager does in native Kubernetes mode (TaskManager pods,
+    its Deployment, the high-availability ConfigMaps)."""
+    meta = {"name": "flink", "namespace": namespace}
+    every = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    rules = [
+        {"apiGroups": [""], "resources": ["pods", "configmaps"], "verbs": every},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "delete"]},
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": meta,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "flink"},
+                "subjects": [{"kind": "ServiceAccount", **meta}],
+            },
+        ],
+    }
+
+
+def test_real_flink_runs_word_count_in_native_kubernetes_application_mode_on_a_real_node(
+    cluster: LocalCluster, client: Client, namespace: str, tmp_path: Path
+) -> None:
+    """By hand, what esi's stand-in for the Flink operator is to do: Flink's own client starts a JobManager in
+    native Kubernetes application mode, whose resource manager creates the TaskManager, and the job runs.
+
+    What a cluster without DNS and kube-proxy needs: the API server's pod-reachable address in the pods'
+    ``KUBERNETES_SERVICE_HOST``/``PORT``; Kubernetes high availability, whose leader ConfigMaps carry the
+    JobManager's pod IP (there is no DNS for its Service name); and no reverse lookup of a TaskManager's IP,
+    which blocks the JobManager for longer than the TaskManager keeps its offered slot."""
+    node = RealNode(cluster, RealNodeSpec(f"real-{uuid.uuid4().hex[:6]}", cpu="2", memory="3Gi", taints=(REAL_TAINT,)))
+    node.start()
+    try:
+        image = flink_image()
+        images.import_image(image, node.containerd_socket)
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(flink_rbac(namespace)))
+        host, port = pod_api_server_url(cluster).removeprefix("https://").rsplit(":", 1)
+        env = [{"name": "KUBERNETES_SERVICE_HOST", "value": host}, {"name": "KUBERNETES_SERVICE_PORT", "value": port}]
+        template = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": {
+                "nodeName": node.name,
+                "tolerations": [{"key": "esi.test/real-node", "operator": "Exists"}],
+                "containers": [{"name": "flink-main-container", "env": env}],
+            },
+        }
+        (tmp_path / "pod-template.yaml").write_text(json.dumps(template))
+        home = flink_home()
+        shutil.copytree(home / "conf", tmp_path / "conf")
+        settings = {
+            "kubernetes.cluster-id": FLINK_CLUSTER,
+            "kubernetes.namespace": namespace,
+            "kubernetes.config.file": str(cluster.kubeconfig),
+            "kubernetes.container.image.ref": image.reference,
+            "kubernetes.container.image.pull-policy": "Never",
+            "kubernetes.service-account": "flink",
+            "kubernetes.rest-service.exposed.type": "ClusterIP",
+            "kubernetes.pod-template-file.default": str(tmp_path / "pod-template.yaml"),
+            "kubernetes.jobmanager.cpu.amount": "0.5",
+            "kubernetes.taskmanager.cpu.amount": "0.5",
+            "jobmanager.memory.process.size": "1024m",
+            "taskmanager.memory.process.size": "1024m",
+            "high-availability.type": "kubernetes",
+            "high-availability.storageDir": "file:///tmp/flink-ha",
+            "jobmanager.retrieve-taskmanager-hostname": "false",
+            "execution.shutdown-on-application-finish": "false",
+        }
+        submit = [str(home / "bin" / "flink"), "run", "--target", "kubernetes-application"]
+        submit += [f"-D{key}={value}" for key, value in settings.items()]
+        submit += ["-c", WORD_COUNT_CLASS, f"local://{FLINK_HOME}/{word_count_jar()}", "--execution-mode", "BATCH"]
+        client_env = os.environ | {
+            "JAVA_HOME": str(host_java_home()),
+            "FLINK_CONF_DIR": str(tmp_path / "conf"),
+            "FLINK_LOG_DIR": str(tmp_path),
+        }
+        subprocess.run(submit, env=client_env, check=True, capture_output=True, text=True, timeout=120)
+
+        def log_of(pod_prefix: str) -> str:
+            return "".join(p.read_text() for p in node.pod_logs.glob(f"{namespace}_{pod_prefix}*/*/*.log"))
+
+        def ended() -> str | None:
+            log = log_of(f"{FLINK_CLUSTER}-")
+            return (
+                log
+                if re.search(r"Job WordCount \(\w+\) switched from state RUNNING to (FINISHED|FAILED)", log)
+                else None
+            )
+
+        log = wait_for("WordCount to end", ended, timeout=240)
+        assert "switched from state RUNNING to FINISHED" in log, log[-3000:]
+        task_manager = client.get(Pod, f"{FLINK_CLUSTER}-taskmanager-1-1", namespace=namespace)
+        assert task_manager.spec is not None
+        assert task_manager.spec.nodeName == node.name
+        assert [(o.kind, o.name) for o in task_manager.metadata.ownerReferences or []] == [  # type: ignore[union-attr]
+            ("Deployment", FLINK_CLUSTER)
+        ], "Flink's resource manager made it, owned by the JobManager's Deployment"
+        counts = dict(re.findall(r"\((\w+),(\d+)\)", log_of(f"{FLINK_CLUSTER}-taskmanager-")))
+        assert int(counts["be"]) >= 2, counts
+    finally:
+        node.stop()
+        node.delete()
 
 
 def _node_processes(node: RealNode) -> tuple[set[int], set[Path]]:
