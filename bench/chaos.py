@@ -319,7 +319,7 @@ def _told_since(cluster: LocalCluster, started_wall: float) -> dict[str, int]:
 
 
 def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(timestamp).timestamp()
 
 
 def _create(cluster: LocalCluster, manifest: dict[str, Any]) -> None:

@@ -21,7 +21,6 @@ and by a digest of what this module does with it (``infra.java_runtime.building`
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -154,8 +153,7 @@ def spark_version(pins: dict[str, str] | None = None) -> str:
 
 
 def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 900, cwd: Path | None = None) -> str:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return commands.run(cmd, error=SparkImageError, what=what, timeout=timeout, cwd=cwd, env=env, last_lines=20)
+    return commands.run(cmd, error=SparkImageError, what=what, timeout=timeout, cwd=cwd, last_lines=20)
 
 
 def spark_home(pins: dict[str, str] | None = None) -> Path:
