@@ -2,7 +2,8 @@
 
 ``python -m infra.node_packages ensure`` makes sure Debian's container runtime and image tools are on this
 machine: containerd (and its ``ctr``), runc, the CNI plugins, umoci and skopeo (a local root filesystem
-becomes an image without a registry, ``infra.images``) and a static busybox (the tools of test images). It
+becomes an image without a registry, ``infra.images``), a static busybox (the tools of test images), Java 17
+and Maven (the Spark and Flink distributions, ``infra.spark_image``, ``infra.flink_image``). It
 installs the missing ones non-interactively (``apt-get update`` first only when the package lists do not
 know them yet) and returns at once when all are there. ``status`` lists what is missing and exits 1 if
 anything is. Nothing starts the installed containerd: there is no systemd here, and each real node runs
@@ -33,6 +34,7 @@ PACKAGES: Mapping[str, Path] = {
     "skopeo": Path("/usr/bin/skopeo"),
     "busybox-static": Path("/bin/busybox"),
     "openjdk-17-jre-headless": Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java"),  # spark-submit (infra.spark_image)
+    "maven": Path("/usr/bin/mvn"),  # Flink's examples jar from Maven Central (infra.flink_image)
 }
 
 
