@@ -43,7 +43,7 @@ $(VENV_STAMP): pyproject.toml
 browser: venv ## Debian's Chromium for the UI's browser test (apt-get, only if missing)
 	$(BIN)/python -m infra.browser ensure
 
-node-packages: ## Debian's containerd, runc, CNI plugins, umoci, skopeo, a JRE for real nodes (apt-get if missing; without root: skipped)
+node-packages: ## Debian's containerd, runc, CNI plugins, umoci, skopeo, a JRE and Maven for real nodes and images (apt-get if missing; without root: skipped)
 	$(PYTHON) -m infra.node_packages ensure --optional
 
 test: lint typecheck tools venv browser node-packages ## the whole suite: lint, types, unit and integration tests
