@@ -1,0 +1,72 @@
+"""LocalCluster.create starts a control plane that did not come up afresh, once; its errors carry the logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra import local_cluster
+from infra.local_cluster import ClusterError, LocalCluster
+
+
+class _Recorder(LocalCluster):
+    """A cluster whose control plane fails ``failures`` times; records the waits it was given and deletions."""
+
+    def __init__(self, workdir: Path, failures: int) -> None:
+        super().__init__("unit", workdir)
+        self.failures = failures
+        self.waits: list[float] = []
+        self.deletions = 0
+
+    def _create_control_plane(self, config_path: Path, timeout: float) -> None:
+        assert config_path.is_file()
+        self.waits.append(timeout)
+        if len(self.waits) <= self.failures:
+            raise ClusterError(f"attempt {len(self.waits)} not ready")
+
+    def delete(self) -> None:
+        self.deletions += 1
+
+
+def test_a_control_plane_that_comes_up_is_created_once(tmp_path: Path) -> None:
+    cluster = _Recorder(tmp_path, failures=0)
+    cluster.create(timeout=180)
+    assert cluster.waits == [local_cluster.FIRST_ATTEMPT_TIMEOUT]
+    assert cluster.deletions == 0
+
+
+def test_a_control_plane_that_does_not_come_up_is_deleted_and_created_once_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = _Recorder(tmp_path, failures=1)
+    cluster.create(timeout=180)
+    assert cluster.waits == [local_cluster.FIRST_ATTEMPT_TIMEOUT, 180]
+    assert cluster.deletions == 1
+    assert "attempt 1 not ready" in capsys.readouterr().err
+
+
+def test_the_second_failure_is_the_error(tmp_path: Path) -> None:
+    cluster = _Recorder(tmp_path, failures=2)
+    with pytest.raises(ClusterError, match="attempt 2 not ready"):
+        cluster.create(timeout=180)
+    assert cluster.deletions == 1
+
+
+def test_a_short_timeout_is_one_attempt(tmp_path: Path) -> None:
+    cluster = _Recorder(tmp_path, failures=1)
+    with pytest.raises(ClusterError, match="attempt 1"):
+        cluster.create(timeout=30)
+    assert cluster.waits == [30]
+
+
+def test_the_logs_tail_names_each_component_and_ends_with_its_last_lines(tmp_path: Path) -> None:
+    cluster = LocalCluster("unit", tmp_path)
+    assert "no component logs" in cluster.logs_tail()
+    cluster.logs_dir.mkdir(parents=True)
+    (cluster.logs_dir / "etcd.log").write_text("".join(f"line {i}\n" for i in range(30)))
+    (cluster.logs_dir / "kube-apiserver.log").write_text("bind: address already in use\n")
+    tail = cluster.logs_tail(lines=3)
+    assert tail.splitlines()[:4] == [f"--- etcd ({cluster.logs_dir / 'etcd.log'}):", "line 27", "line 28", "line 29"]
+    assert "--- kube-apiserver" in tail
+    assert tail.endswith("bind: address already in use")
