@@ -25,8 +25,8 @@ matching ``sparkConf`` key (``spark.executor.instances``, ``spark.executor.memor
 ``<app>-<10 hex>-<5 hex>`` (as a Deployment's pod is named; the hex from the uid) owned by the
 FlinkDeployment, and TaskManagers ``<app>-taskmanager-1-<n>`` (Flink's ``<cluster>-taskmanager-<attempt>-<n>``)
 owned by the JobManager pod. Labels ``app``, ``component`` (jobmanager/taskmanager) and
-``type=flink-native-kubernetes`` over the pod template's. ``spec.<component>.podTemplate`` is deep-merged
-over ``spec.podTemplate`` (mappings key by key, anything else replaced) and gives labels, annotations,
+``type=flink-native-kubernetes`` over the pod template's. ``spec.<component>.podTemplate`` is merged over
+``spec.podTemplate`` as the operator merges them (``esi.objects.flink_pod_templates``) and gives labels, annotations,
 scheduler, priority class, affinity, node selector, tolerations, volumes, and the settings of the pod's
 container (its ``flink-main-container``: volume mounts, env, …). Requests = limits =
 ``spec.<component>.resource`` (cpu cores, memory in Flink units or as a quantity). TaskManagers:
@@ -48,10 +48,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from esi.objects.flink_pod_templates import merge_arrays_by_name, merged_pod_templates
 from esi.objects.names import JOB_LABEL
 from esi.objects.owners import owner_reference
 from esi.resources.flink_cluster import FLINK_IMAGE, FLINK_MAIN_CONTAINER
-from esi.resources.meta import deep_merged
 from sim.crds import FLINK, SPARK, ApplicationType
 from sim.names import APP_UID_LABEL
 from sim.units import MIB, SpecError, cpu_quantity, flink_bytes, memory_quantity, spark_mib
@@ -375,7 +375,11 @@ def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[st
     spec = app.get("spec") or {}
     field = "jobManager" if component == "jobmanager" else "taskManager"
     settings = spec.get(field) or {}
-    template = deep_merged(spec.get("podTemplate") or {}, settings.get("podTemplate") or {})
+    conf = spec.get("flinkConfiguration") or {}
+    template = (
+        merged_pod_templates(spec.get("podTemplate"), settings.get("podTemplate"), by_name=merge_arrays_by_name(conf))
+        or {}
+    )
     metadata = template.get("metadata") or {}
     labels = {
         **(metadata.get("labels") or {}),

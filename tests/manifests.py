@@ -54,12 +54,17 @@ SPARK = {
     # esi refuses a driver without an account; every namespace has this one (a simulated driver needs no rights).
     "driver": {"serviceAccount": "default"},
 }
+FLINK_MANAGED_FRACTION = "taskmanager.memory.managed.fraction"
+# Less managed memory than Flink's default, so that a TaskManager starts in the thesis' 896 MiB slots (with
+# the default it needs 982 MiB).
+FLINK_CONFIGURATION: dict[str, str] = {FLINK_MANAGED_FRACTION: "0.1"}
 FLINK = {
     "image": "flink:1.20",
     "flinkVersion": "v1_20",
     "serviceAccount": "flink",
     "jobManager": {"resource": {"cpu": 1, "memory": "1024m"}},
     "job": {"jarURI": "local:///opt/flink/examples/WordCount.jar", "parallelism": 2, "upgradeMode": "stateless"},
+    "flinkConfiguration": FLINK_CONFIGURATION,
 }
 ORIGINAL_FLINK = {"jarFile": "./examples/batch/WordCount.jar", "className": "WordCount"}  # a FlinkCluster's job
 # A value of each field of the original's Flink job shape that esi refuses, by field.

@@ -97,6 +97,9 @@ class ApplicationView:
     nodes: tuple[str, ...] = ()  # the executors' nodes
     message: str = ""  # the operator's words on a failure
     waiting_for: str = ""  # why a pod of it is not placed or not started, as the scheduler or kubelet said
+    # Its pods outlive its job (a Flink application cluster keeps its JobManager, and TaskManagers in their
+    # slots, until it is deleted): it is deleted as soon as its run is recorded.
+    lingers: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,11 +221,14 @@ class _Step:
             self.update(state=BatchJobState.QUEUED, attempt=holder.attempt, submitted_at=None)
         state = self.status.state
         if state.finished:
+            self._release_lingering(application)
             return  # held until its Scheduling lets go; the message keeps saying how it ended
         if application is None:
             self._without_application(holder)
         else:
             self._with_application(holder, application)
+        if self.status.state.finished:
+            self._release_lingering(application)
         since = self._waiting_since()
         if since is not None and holder.start_timeout is not None and self.now - since >= holder.start_timeout:
             why = self.status.waiting_for or self.status.message or "no reason given"
@@ -233,6 +239,10 @@ class _Step:
                 RunOutcome.FAILED,
                 f"not running {_duration(holder.start_timeout)} after submission: {why}",
             )
+
+    def _release_lingering(self, application: ApplicationView | None) -> None:
+        if application is not None and application.lingers:
+            self.actions.append(DeleteApplication())
 
     def _without_application(self, holder: Holder) -> None:
         if self.status.state in (BatchJobState.SCHEDULED, BatchJobState.RUNNING):

@@ -11,7 +11,9 @@ values give way:
 * the second scheduler and the executor priority class, so an executor may take a ghost's place;
 * the Testbed's tolerations, after the user's (so an executor goes wherever its slot's ghost is);
 * labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
-* a fixed executor count: no dynamic allocation (Spark), no autoscaler (Flink).
+* a fixed executor count: no dynamic allocation (Spark); no autoscaler, and exactly one TaskManager per slot
+  kept by Flink's own resource manager for the whole run (Flink);
+* an executor Flink or Spark can start in its slot's memory, or the run is refused with the reason.
 
 The application itself names its job, Testbed and attempt in annotations, not labels: the Spark operator
 copies an application's labels onto all its pods (docs/design.md#applications-and-their-pods). Drivers and
@@ -34,6 +36,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from esi.decisions.batchjob_lifecycle import ApplicationPhase, ApplicationView
+from esi.objects.flink_memory import (
+    MemoryConfigError,
+    job_manager_heap,
+    memory_size,
+    smallest_task_manager,
+    task_manager_memory,
+    unmodelled_memory_keys,
+)
+from esi.objects.flink_pod_templates import merge_arrays_by_name, merged_pod_templates
 from esi.objects.names import (
     ATTEMPT_ANNOTATION,
     ATTEMPT_LABEL,
@@ -52,8 +63,9 @@ from esi.objects.names import (
 from esi.objects.owners import owner_reference
 from esi.objects.pod_status import scheduler_refusal
 from esi.resources.batchjob import BatchJob
-from esi.resources.meta import API_VERSION, deep_merged
-from esi.resources.quantity import Quantity
+from esi.resources.flink_cluster import FLINK_MAIN_CONTAINER
+from esi.resources.meta import API_VERSION
+from esi.resources.quantity import Quantity, parse_quantity
 from esi.resources.testbed import Toleration
 
 __all__ = [
@@ -76,6 +88,16 @@ _SPARK_MIN_OVERHEAD_MIB: Final = 384
 _SPARK_MIN_HEAP_MIB: Final = 450
 _FLINK_SLOTS_KEY: Final = "taskmanager.numberOfTaskSlots"
 _FLINK_JOB_MANAGER_RESOURCE: Final = {"cpu": 0.2, "memory": "1024m"}
+# Flink settings that keep a run's TaskManagers fixed (``_flink_spec``). The autoscaler would change their
+# number (both keys: the operator renamed it).
+_FLINK_PINNED_CONF: Final = {
+    "kubernetes.taskmanager.cpu.limit-factor": "1.0",
+    "kubernetes.taskmanager.memory.limit-factor": "1.0",
+    "job.autoscaler.enabled": "false",
+    "kubernetes.operator.job.autoscaler.enabled": "false",
+    "execution.batch.adaptive.auto-parallelism.enabled": "false",
+    "execution.batch.speculative.enabled": "false",
+}
 
 
 class ApplicationError(ValueError):
@@ -467,10 +489,23 @@ def _flink_spec(
 
     The Flink operator makes a TaskManager pod request ``taskManager.resource.cpu`` cores and
     ``taskManager.resource.memory`` (Flink's "m" is MiB), limited to the same because esi pins both limit
-    factors to 1. ``taskManager.replicas`` TaskManagers run; the operator then gives the job a parallelism
-    of replicas x ``taskmanager.numberOfTaskSlots`` (the user's, else 1), which esi also writes into
-    ``job.parallelism`` so that the spec says what runs. The JobManager keeps the user's settings, with a
-    default size where the user gave none.
+    factors to 1; Flink must be able to split that memory (``esi.objects.flink_memory``), or the run is refused
+    here rather than failing in its pods.
+
+    In native mode Flink's resource manager, inside the JobManager, starts TaskManagers as the job asks for
+    slots and stops idle ones; ``taskManager.replicas`` does not fix their number. esi pins it: the job's
+    parallelism is the slots x ``taskmanager.numberOfTaskSlots`` (the user's, else 1), and the resource
+    manager keeps exactly that many task slots (``slotmanager.number-of-slots.min`` = ``max``), so one
+    TaskManager per slot exists for the whole run and a lost one is replaced into the slot it leaves. A batch
+    job's parallelism is not decided from its data (adaptive parallelism off), and no speculative copies run
+    (speculative execution, which would also block nodes, off). ``job.parallelism`` and ``replicas`` say so
+    too, for the operator and for readers.
+
+    Pod templates are resolved here as the operator resolves them (``esi.objects.flink_pod_templates``):
+    each component gets ``spec.podTemplate`` with its own template merged over it, and ``spec.podTemplate``
+    is dropped, so the operator takes each as it is. The TaskManagers' carries esi's placement; what would
+    make a TaskManager pod larger than its slot is refused, naming the field. The JobManager keeps the
+    user's settings, with a default size where the user gave none; a size Flink cannot start is refused.
     """
     cpu = float(executor.cpu.amount)
     if Quantity(cpu) != executor.cpu:
@@ -481,38 +516,103 @@ def _flink_spec(
     conf = spec.get("flinkConfiguration") or {}
     task_slots = _flink_task_slots(conf.get(_FLINK_SLOTS_KEY, "1"))
     replicas = len(assignment.slots)
+    parallelism = replicas * task_slots
+    _check_flink_memory(conf, executor.memory_mib, spec.get("jobManager") or {}, job, assignment.testbed)
     conf[_FLINK_SLOTS_KEY] = conf.get(_FLINK_SLOTS_KEY, "1")
-    conf["kubernetes.taskmanager.cpu.limit-factor"] = "1.0"
-    conf["kubernetes.taskmanager.memory.limit-factor"] = "1.0"
-    # The autoscaler would change the number of TaskManagers; a run has exactly its slots. (Both keys:
-    # the operator renamed it.)
-    conf["job.autoscaler.enabled"] = "false"
-    conf["kubernetes.operator.job.autoscaler.enabled"] = "false"
+    conf.update(_FLINK_PINNED_CONF)
+    conf["parallelism.default"] = str(parallelism)
+    conf["slotmanager.number-of-slots.min"] = conf["slotmanager.number-of-slots.max"] = str(parallelism)
     spec["flinkConfiguration"] = conf
 
+    by_name = merge_arrays_by_name(conf)
+    common = spec.pop("podTemplate", None)
     task_manager = spec.get("taskManager") or {}
+    if task_manager.get("resources"):
+        raise ApplicationError(
+            "spec.flinkSpec.taskManager.resources is set: the operator sizes TaskManagers from it before "
+            "taskManager.resource, which esi sets to the slot size; leave it out"
+        )
     task_manager["resource"] = {
         **(task_manager.get("resource") or {}),
         "cpu": cpu,
         "memory": f"{executor.memory_mib}m",
     }
     task_manager["replicas"] = replicas
-    template = task_manager.get("podTemplate")
-    # The operator deep-merges spec.podTemplate under the TaskManager's, lists replaced whole: the affinity
-    # the TaskManagers would get is that merge, and ours must contain all of it.
-    common, own = ((spec.get("podTemplate") or {}).get("spec") or {}), (((template or {}).get("spec")) or {})
-    user_affinity = deep_merged(common.get("affinity") or {}, own.get("affinity") or {})
-    user_tolerations = own.get("tolerations") or common.get("tolerations")
+    template = merged_pod_templates(common, task_manager.get("podTemplate"), by_name=by_name) or {}
+    _refuse_flink_extras(template)
+    template_spec = template.get("spec") or {}
     task_manager["podTemplate"] = {"apiVersion": "v1", "kind": "Pod"} | executor.pod_template(
-        template, user_affinity, user_tolerations
+        template, template_spec.get("affinity"), template_spec.get("tolerations")
     )
     spec["taskManager"] = task_manager
 
     job_manager = spec.get("jobManager") or {}
     job_manager["resource"] = {**_FLINK_JOB_MANAGER_RESOURCE, **(job_manager.get("resource") or {})}
+    job_manager_template = merged_pod_templates(common, job_manager.get("podTemplate"), by_name=by_name)
+    if job_manager_template is not None:
+        job_manager["podTemplate"] = job_manager_template
     spec["jobManager"] = job_manager
-    spec["job"] = {**spec["job"], "parallelism": replicas * task_slots}
+    spec["job"] = {**spec["job"], "parallelism": parallelism}
     return spec
+
+
+def _check_flink_memory(
+    conf: Mapping[str, Any], task_manager_mib: int, job_manager: Mapping[str, Any], job: str, testbed: str
+) -> None:
+    """Raise ``ApplicationError`` unless Flink can start a TaskManager in the slot and the JobManager as sized."""
+    where = "spec.flinkSpec.flinkConfiguration"
+    for key in unmodelled_memory_keys(conf):
+        raise ApplicationError(
+            f"{where}[\"{key}\"] is set: esi sizes Flink's processes from their resources (a TaskManager's is its "
+            "slot), and Flink splits that size by its fractions; leave it out and adjust the fractions instead"
+        )
+    try:
+        task_manager_memory(task_manager_mib * _MIB, conf)
+    except MemoryConfigError as err:
+        try:
+            smallest = f"at least {smallest_task_manager(conf) // _MIB} MiB"
+        except MemoryConfigError:
+            smallest = "larger"
+        raise ApplicationError(
+            f"BatchJob {job}: resourcesPerSlot.memory of testbed {testbed} is {task_manager_mib} MiB, and {err}; "
+            f"a Testbed for this job needs slots of {smallest} (or lower {where}'s taskmanager.memory fractions)"
+        ) from err
+    memory = (job_manager.get("resource") or {}).get("memory", _FLINK_JOB_MANAGER_RESOURCE["memory"])
+    try:
+        job_manager_heap(_flink_resource_memory(memory), conf)
+    except MemoryConfigError as err:
+        raise ApplicationError(f"spec.flinkSpec.jobManager.resource.memory is {memory!r}: {err}") from err
+
+
+def _flink_resource_memory(memory: object) -> int:
+    """Bytes of a FlinkDeployment's ``resource.memory``: Flink's MemorySize ("2048m", "2g"), else a Kubernetes
+    quantity ("2Gi"), as the operator reads it."""
+    try:
+        return memory_size(memory, "resource.memory")
+    except MemoryConfigError:
+        try:
+            return int(parse_quantity(memory).amount)
+        except ValueError:
+            raise MemoryConfigError(f"{memory!r} is not a memory size (e.g. 2048m, 2g or 2Gi)") from None
+
+
+def _refuse_flink_extras(template: Mapping[str, Any]) -> None:
+    """Raise ``ApplicationError`` for a part of the TaskManagers' pod template that makes a TaskManager pod
+    request more than its slot: containers beside Flink's, init containers, pod-level resources or overhead."""
+    where = "spec.flinkSpec.taskManager.podTemplate.spec (merged over spec.flinkSpec.podTemplate)"
+    spec = template.get("spec") or {}
+    others = [str(c.get("name")) for c in spec.get("containers") or [] if c.get("name") != FLINK_MAIN_CONTAINER]
+    if others:
+        raise ApplicationError(
+            f"{where}.containers has {', '.join(others)} beside {FLINK_MAIN_CONTAINER}: Flink keeps them as "
+            "sidecars, whose requests add to the TaskManager pod's and outgrow its slot; give only "
+            f"{FLINK_MAIN_CONTAINER} (by position, the operator merges the first container of each template into one)"
+        )
+    for field in ("initContainers", "resources", "overhead"):
+        if spec.get(field):
+            raise ApplicationError(
+                f"{where}.{field} is set: it would make the TaskManager pod request more than its slot; leave it out"
+            )
 
 
 def _flink_task_slots(value: object) -> int:
@@ -568,6 +668,7 @@ def application_view(
         nodes=tuple(sorted(nodes)),
         message=message,
         waiting_for=_waiting_for(live),
+        lingers=kind is FLINK,
     )
 
 

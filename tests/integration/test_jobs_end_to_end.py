@@ -168,12 +168,16 @@ def test_the_originals_manifests_run_as_they_are(
     testbed = {"name": "tb", "namespace": namespace}
     create_in(esi_stack, namespace, original_queue_scheduling("test-scheduling", testbed, queue))
 
+    def flink_deployment() -> dict[str, Any] | None:
+        return get(esi_stack, namespace, "flinkdeployment", "batchjob-flink").get("spec")
+
+    deployment = wait_for("the FlinkDeployment", flink_deployment, timeout=COMPLETION)
     wait_for("the Scheduling to complete", completed(esi_stack, namespace, "test-scheduling"), timeout=COMPLETION)
     job = status(esi_stack, namespace, "batchjob", "batchjob-flink")
     assert (job["state"], job["runs"][0]["outcome"]) == ("Succeeded", "Succeeded"), job.get("message")
     assert sorted(job["runs"][0]["slots"]) == [0, 1]
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {"batchjob-flink": {0, 1}})
-    deployment = get(esi_stack, namespace, "flinkdeployment", "batchjob-flink")["spec"]
+    wait_for("the finished run's FlinkDeployment to be deleted", lambda: flink_deployment() is None)
     assert deployment["job"]["jarURI"] == "local:///opt/flink/examples/streaming/WordCount.jar"
     assert deployment["job"]["entryClass"] == WORDCOUNT_CLASS
     row = esi_stack.kubectl("get", "sched", "test-scheduling", "-n", namespace, "--no-headers").split()

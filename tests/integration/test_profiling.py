@@ -292,6 +292,8 @@ def test_the_example_manifests_apply_as_they_are(esi_crds: LocalCluster, namespa
         "node/esi-profiler-0",
         *(f"node/esi-scheduler-{i}" for i in range(3)),
         "serviceaccount/flink",
+        "role.rbac.authorization.k8s.io/flink-jobmanager",
+        "rolebinding.rbac.authorization.k8s.io/flink-jobmanager",
         "serviceaccount/spark",
         "role.rbac.authorization.k8s.io/spark-driver",
         "rolebinding.rbac.authorization.k8s.io/spark-driver",

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.models.core_v1 import PodSecurityContext
 from lightkube.resources.core_v1 import Node, Pod
 
-from infra import images
+from infra import images, toolchain
 from infra.commands import exclusive
 from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
 from infra.java_runtime import FLINK_UID, host_java_home
@@ -159,29 +160,14 @@ FLINK_CLUSTER = "wc"
 
 
 def flink_rbac(namespace: str) -> dict[str, Any]:
-    """The ServiceAccount ``flink`` with what Flink's JobManager does in native Kubernetes mode (TaskManager pods,
-    its Deployment, the high-availability ConfigMaps)."""
-    meta = {"name": "flink", "namespace": namespace}
-    every = ["get", "list", "watch", "create", "update", "patch", "delete"]
-    rules = [
-        {"apiGroups": [""], "resources": ["pods", "configmaps"], "verbs": every},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "delete"]},
+    """The ServiceAccount ``flink`` with its Role and binding, as the examples give it (examples/manifests), in
+    ``namespace``: what Flink's JobManager needs in native Kubernetes mode is checked by the runs below."""
+    examples = toolchain.REPO_ROOT / "examples" / "manifests" / "serviceaccount.yaml"
+    flink = [
+        d for d in yaml.safe_load_all(examples.read_text()) if d["metadata"]["name"] in ("flink", "flink-jobmanager")
     ]
-    return {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": meta,
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "flink"},
-                "subjects": [{"kind": "ServiceAccount", **meta}],
-            },
-        ],
-    }
+    items = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in flink]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def test_real_flink_runs_word_count_in_native_kubernetes_application_mode_on_a_real_node(

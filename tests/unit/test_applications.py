@@ -28,6 +28,7 @@ from esi.objects.applications import (
     application_view,
     is_executor_pod,
 )
+from esi.objects.flink_memory import smallest_task_manager
 from esi.objects.ghosts import pod_view
 from esi.objects.names import (
     ATTEMPT_ANNOTATION,
@@ -190,7 +191,6 @@ def test_every_slot_size_gives_executors_of_exactly_that_size(cpu_millis: int, m
     assignment = slots(f"{cpu_millis}m", f"{memory_mib}Mi", slots=tuple(range(executors)))
 
     executor = build(spark_job(), assignment)["spec"]["executor"]
-    flink = build(flink_job(), assignment)["spec"]
 
     assert spark_executor_pod(executor)[0] == spark_executor_pod(executor)[1] == slot_size(assignment)
     heap, overhead = spark_mib(executor["memory"]), spark_mib(executor["memoryOverhead"])
@@ -198,6 +198,11 @@ def test_every_slot_size_gives_executors_of_exactly_that_size(cpu_millis: int, m
     if memory_mib >= 11:
         assert overhead * 10 >= heap  # the JVM always keeps at least Spark's 10% headroom
     assert executor["instances"] == executors
+    if memory_mib * MiB < smallest_task_manager(manifests.FLINK_CONFIGURATION):
+        with pytest.raises(ApplicationError, match="cannot start"):
+            build(flink_job(), assignment)
+        return
+    flink = build(flink_job(), assignment)["spec"]
     assert flink_taskmanager_pod(flink)[0] == flink_taskmanager_pod(flink)[1] == slot_size(assignment)
     assert flink["taskManager"]["replicas"] == executors
     assert flink["job"]["parallelism"] == executors
@@ -561,19 +566,25 @@ def test_flink_taskmanagers_are_placed_labelled_and_scheduled_by_esi() -> None:
     # The operator merges spec.podTemplate under the TaskManager's: the user's affinity there must survive ours.
     assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
     assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
-    assert spec["podTemplate"] == common_template  # the JobManager's share, untouched
+    # Resolved for the operator: each component's template is whole, the common one is gone.
+    assert "podTemplate" not in spec
+    assert spec["jobManager"]["podTemplate"] == common_template
 
 
 @pytest.mark.parametrize(("task_slots", "parallelism"), [(None, 3), ("1", 3), ("2", 6), (" 4 ", 12)])
 def test_flink_parallelism_fills_exactly_the_taskmanagers(task_slots: str | None, parallelism: int) -> None:
     conf = {"state.backend": "rocksdb"} | ({} if task_slots is None else {"taskmanager.numberOfTaskSlots": task_slots})
-    job = flink_job(flinkConfiguration=conf)
+    job = flink_job(flinkConfiguration=manifests.FLINK_CONFIGURATION | conf)
 
     spec = build(job)["spec"]
 
     assert spec["taskManager"]["replicas"] == 3
     assert spec["job"]["parallelism"] == parallelism
     assert spec["flinkConfiguration"]["taskmanager.numberOfTaskSlots"] == (task_slots or "1")
+    # Flink's resource manager keeps exactly the task slots of one TaskManager per slot, no more, no fewer.
+    assert spec["flinkConfiguration"]["slotmanager.number-of-slots.min"] == str(parallelism)
+    assert spec["flinkConfiguration"]["slotmanager.number-of-slots.max"] == str(parallelism)
+    assert spec["flinkConfiguration"]["parallelism.default"] == str(parallelism)
     assert spec["flinkConfiguration"]["state.backend"] == "rocksdb"
     assert spec["job"]["jarURI"] == "local:///opt/flink/examples/WordCount.jar"
 
@@ -607,7 +618,7 @@ def test_the_batchjob_is_never_changed() -> None:
     )
     flink = flink_job(
         taskManager={"resource": {"cpu": 4, "memory": "8g"}, "podTemplate": {"spec": {"affinity": USER_AFFINITY}}},
-        flinkConfiguration={"taskmanager.numberOfTaskSlots": "2"},
+        flinkConfiguration={"taskmanager.numberOfTaskSlots": "2", manifests.FLINK_MANAGED_FRACTION: "0.1"},
         podTemplate={"spec": {"affinity": USER_AFFINITY}},
     )
     before = [spark.model_dump(), flink.model_dump()]
@@ -754,6 +765,7 @@ def test_only_live_executor_pods_count(
         executors_bound=3,
         executors_running=2,
         nodes=("n0", "n1", "n3"),
+        lingers=application["kind"] == "FlinkDeployment",  # its pods outlive its job
     )
 
 
@@ -850,11 +862,12 @@ def test_executor_pods_are_known_by_their_operators_labels_or_by_esis() -> None:
 
 
 def test_the_manifest_reads_back_as_its_kind() -> None:
-    for job in (spark_job(), flink_job()):
+    flink = flink_job()
+    for job in (spark_job(), flink):
         manifest = build(job)
 
         assert application_kind(manifest) is application_kind(job)
-        assert application_view(manifest, []) == ApplicationView(ApplicationPhase.PENDING)
+        assert application_view(manifest, []) == ApplicationView(ApplicationPhase.PENDING, lingers=job is flink)
 
 
 DEDICATED = (
@@ -889,4 +902,88 @@ def test_flink_taskmanagers_tolerate_the_testbeds_taints_after_those_their_pod_t
     spec = build(job, on_dedicated_nodes)["spec"]
 
     assert spec["taskManager"]["podTemplate"]["spec"]["tolerations"] == [USERS_TOLERATION, *TOLERATIONS]
-    assert spec["podTemplate"] == common_template, "the JobManager's share, untouched"
+    assert spec["jobManager"]["podTemplate"] == common_template, "the JobManager's share, untouched"
+
+
+# --- Flink: what a TaskManager needs to start and stay in its slot ------------------------------------------------
+
+
+def test_flink_refuses_a_slot_a_taskmanager_cannot_start_in_and_says_how_large_one_must_be() -> None:
+    defaults = flink_job(flinkConfiguration=None)
+    build(defaults, slots("1", "982Mi"))  # the smallest a TaskManager with Flink's defaults starts in
+
+    with pytest.raises(ApplicationError) as error:
+        build(defaults, slots("1", "981Mi"))
+
+    assert "resourcesPerSlot.memory of testbed tb is 981 MiB" in str(error.value)
+    assert "at least 982 MiB" in str(error.value)
+    build(flink_job(), slots("1", "896Mi"))  # with less managed memory it fits the thesis' slots
+
+
+@pytest.mark.parametrize(
+    "key", ["taskmanager.memory.flink.size", "taskmanager.memory.task.heap.size", "jobmanager.memory.heap.size"]
+)
+def test_flink_refuses_memory_settings_that_size_a_process_another_way(key: str) -> None:
+    conf = manifests.FLINK_CONFIGURATION | {key: "512m"}
+    with pytest.raises(ApplicationError, match=re.escape(f'flinkConfiguration["{key}"] is set')):
+        build(flink_job(flinkConfiguration=conf))
+
+
+@pytest.mark.parametrize(("memory", "refused"), [("576m", True), ("577m", False), ("1Gi", False), ("0.5Gi", True)])
+def test_flink_refuses_a_jobmanager_too_small_to_start(memory: str, refused: bool) -> None:
+    job = flink_job(jobManager={"resource": {"cpu": 1, "memory": memory}})
+    if not refused:
+        build(job)
+        return
+    with pytest.raises(ApplicationError, match=r"jobManager\.resource\.memory is .* cannot start"):
+        build(job)
+
+
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"containers": [{"name": "flink-main-container"}, {"name": "log-shipper"}]}, "containers has log-shipper"),
+        ({"initContainers": [{"name": "fetch", "image": "busybox"}]}, "initContainers is set"),
+        ({"overhead": {"memory": "64Mi"}}, "overhead is set"),
+    ],
+)
+def test_flink_refuses_taskmanager_templates_that_outgrow_the_slot(template: dict[str, Any], field: str) -> None:
+    with pytest.raises(ApplicationError, match=re.escape(field)):
+        build(flink_job(taskManager={"podTemplate": {"spec": template}}))
+    with pytest.raises(ApplicationError, match=re.escape(field)):
+        build(flink_job(podTemplate={"spec": template}))  # the common template reaches TaskManagers too
+
+
+def test_flink_refuses_taskmanager_resources_which_the_operator_prefers_to_the_slot_size() -> None:
+    with pytest.raises(ApplicationError, match=r"taskManager\.resources is set"):
+        build(flink_job(taskManager={"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}))
+
+
+def test_flink_taskmanager_templates_are_merged_as_the_operator_merges_them() -> None:
+    common = {"spec": {"tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]}}
+    own = {"spec": {"tolerations": [{"key": "c", "operator": "Exists", "effect": "NoSchedule"}]}}
+
+    spec = build(flink_job(podTemplate=common, taskManager={"podTemplate": own}))["spec"]
+
+    # By position: the TaskManager's first toleration is merged into the common first, the common second stays.
+    assert spec["taskManager"]["podTemplate"]["spec"]["tolerations"] == [
+        {"key": "c", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "b", "operator": "Exists"},
+    ]
+    assert spec["jobManager"]["podTemplate"] == common
+
+
+def test_flink_runs_are_pinned_to_their_taskmanagers_whatever_the_user_wrote() -> None:
+    conf = manifests.FLINK_CONFIGURATION | {
+        "execution.batch.speculative.enabled": "true",
+        "execution.batch.adaptive.auto-parallelism.enabled": "true",
+        "slotmanager.number-of-slots.max": "100",
+        "parallelism.default": "64",
+    }
+
+    built = build(flink_job(flinkConfiguration=conf))["spec"]["flinkConfiguration"]
+
+    assert built["execution.batch.speculative.enabled"] == "false"
+    assert built["execution.batch.adaptive.auto-parallelism.enabled"] == "false"
+    assert built["slotmanager.number-of-slots.min"] == built["slotmanager.number-of-slots.max"] == "3"
+    assert built["parallelism.default"] == "3"

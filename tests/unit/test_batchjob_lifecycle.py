@@ -4,7 +4,7 @@ re-expressed for this design, and its defects checked as fixed: docs/compatibili
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -103,6 +103,34 @@ def test_spark_happy_path_from_ready_to_ready_again() -> None:
     )
     assert decisions[-1].status.scheduling is None
     assert decisions[-1].status.run_count == 1
+
+
+def test_a_flink_application_is_deleted_once_its_run_is_recorded_and_the_job_stays_succeeded() -> None:
+    def flink(phase: ApplicationPhase, running: int = 0) -> ApplicationView:
+        return replace(app(phase, bound=running, running=running, nodes=("n0",) * running), lingers=True)
+
+    decisions = run(
+        [
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(HOLDER, flink(ApplicationPhase.RUNNING, running=2)),
+            BatchJobObservation(HOLDER, flink(ApplicationPhase.SUCCEEDED, running=2)),
+            BatchJobObservation(HOLDER, flink(ApplicationPhase.SUCCEEDED, running=2)),  # the delete not seen yet
+            BatchJobObservation(HOLDER, None),
+            BatchJobObservation(None, None),
+        ]
+    )
+
+    assert states(decisions) == ["Submitted", "Running", "Succeeded", "Succeeded", "Succeeded", "Ready"]
+    assert [d.actions for d in decisions] == [
+        (CreateApplication("tb", (0, 2)),),
+        (),
+        (DeleteApplication(),),
+        (DeleteApplication(),),
+        (),
+        (),
+    ]
+    (record,) = decisions[-1].status.runs
+    assert (record.outcome, record.nodes, record.end) == (RunOutcome.SUCCEEDED, ["n0"], T0 + timedelta(minutes=2))
 
 
 @dataclass(frozen=True)
