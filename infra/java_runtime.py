@@ -36,6 +36,7 @@ __all__ = [
     "building",
     "digest",
     "host_java_home",
+    "host_java_missing",
     "java_runtime",
     "jvm_image",
     "link_tree",
@@ -124,6 +125,15 @@ def host_java_home() -> Path:
             "(python -m infra.node_packages ensure)"
         )
     return java_home
+
+
+def host_java_missing() -> str | None:
+    """Why this machine has no Java runtime for the local operators' clients (and what to run), or None."""
+    try:
+        host_java_home()
+    except JavaRuntimeError as err:
+        return str(err)
+    return None
 
 
 def java_runtime() -> Path:

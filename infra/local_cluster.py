@@ -24,7 +24,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -369,6 +369,19 @@ class LocalCluster:
         pid = int(_run(["sh", "-c", launcher, "sh", self.logs_dir / f"{name}.log", *argv], env=env))
         (self._processes_dir / f"{name}.pid").write_text(str(pid))
         return pid
+
+    def await_process(self, name: str, ready: Callable[[], bool], *, timeout: float, what: str) -> None:
+        """Wait until ``ready()`` for the process ``name`` (``what`` names it in errors). ``ClusterError`` naming
+        its log when it exits first, or when it is not ready within ``timeout`` seconds (it is stopped then)."""
+        log = self.logs_dir / f"{name}.log"
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if not self.process_running(name):
+                raise ClusterError(f"{what} exited at start; see {log}")
+            if time.monotonic() > deadline:
+                self.stop_process(name)
+                raise ClusterError(f"{what} was not ready in {timeout:.0f}s; see {log}")
+            time.sleep(0.2)
 
     def process_running(self, name: str) -> bool:
         pid = self._pid(name)

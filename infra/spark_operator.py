@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -37,7 +36,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from infra import toolchain
-from infra.java_runtime import JavaRuntimeError, host_java_home
+from infra.java_runtime import host_java_home, host_java_missing
 from infra.local_cluster import ClusterError, LocalCluster, free_port
 from infra.spark_image import spark_home
 
@@ -66,10 +65,8 @@ class SparkOperatorError(ClusterError):
 
 def unavailable_reason() -> str | None:
     """Why the Spark operator cannot run on this machine (no Java runtime, not built), or None when it can."""
-    try:
-        host_java_home()
-    except JavaRuntimeError as err:
-        return str(err)
+    if (missing := host_java_missing()) is not None:
+        return missing
     if toolchain.missing(tools=[t for t in toolchain.TOOLS if t.name == "spark-operator"]):
         return "the Spark operator is not built: run `make tools`"
     return None
@@ -173,14 +170,7 @@ def start_operator(
         java_home=host_java_home(),
     )
     pid = cluster.start_process(name, argv, env=env)
-    deadline = time.monotonic() + timeout
-    while not _ready(port):
-        if not cluster.process_running(name):
-            raise SparkOperatorError(f"the Spark operator exited at start; see {cluster.logs_dir / name}.log")
-        if time.monotonic() > deadline:
-            cluster.stop_process(name)
-            raise SparkOperatorError(f"the Spark operator was not ready in {timeout:.0f}s; see {cluster.logs_dir}")
-        time.sleep(0.2)
+    cluster.await_process(name, lambda: _ready(port), timeout=timeout, what="the Spark operator")
     return pid
 
 

@@ -21,19 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.models.core_v1 import PodSecurityContext
 from lightkube.resources.core_v1 import Node, Pod
 
-from infra import images, toolchain
+from infra import images
 from infra.commands import exclusive
 from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
 from infra.java_runtime import FLINK_UID, host_java_home
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
 from tests.integration.kube import get_or_none, wait_for
+from tests.integration.real_stack import example_flink_rbac
 
 if (reason := unavailable_reason()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -159,17 +159,6 @@ def test_the_flink_image_runs_flinks_word_count_on_a_real_node(
 FLINK_CLUSTER = "wc"
 
 
-def flink_rbac(namespace: str) -> dict[str, Any]:
-    """The ServiceAccount ``flink`` with its Role and binding, as the examples give it (examples/manifests), in
-    ``namespace``: what Flink's JobManager needs in native Kubernetes mode is checked by the runs below."""
-    examples = toolchain.REPO_ROOT / "examples" / "manifests" / "serviceaccount.yaml"
-    flink = [
-        d for d in yaml.safe_load_all(examples.read_text()) if d["metadata"]["name"] in ("flink", "flink-jobmanager")
-    ]
-    items = [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in flink]
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
 def test_real_flink_runs_word_count_in_native_kubernetes_application_mode_on_a_real_node(
     cluster: LocalCluster, client: Client, namespace: str, tmp_path: Path
 ) -> None:
@@ -185,7 +174,7 @@ def test_real_flink_runs_word_count_in_native_kubernetes_application_mode_on_a_r
     try:
         image = flink_image()
         images.import_image(image, node.containerd_socket)
-        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(flink_rbac(namespace)))
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(example_flink_rbac(namespace)))
         host, port = pod_api_server_url(cluster).removeprefix("https://").rsplit(":", 1)
         env = [{"name": "KUBERNETES_SERVICE_HOST", "value": host}, {"name": "KUBERNETES_SERVICE_PORT", "value": port}]
         template = {

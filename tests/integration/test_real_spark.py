@@ -25,34 +25,31 @@ pytest-xdist would give each of them a cluster of its own on another worker.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from lightkube import Client, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.applications import SPARK
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL
 from infra import images
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
 from infra.real_node import unavailable_reason as real_nodes_unavailable
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
 from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from sim.crds import FLINK, application_crds
 from sim.names import APP_UID_LABEL
-from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
 from tests.integration.kube import Watcher, create_in, ensure_process, get_or_none, namespace_manifest, wait_for
+from tests.integration.real_stack import PodHistory, PodLife, RealStack, esi_with_a_real_node, real_ghosts, status_in
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
 if (reason := real_nodes_unavailable() or spark_operator_unavailable()) is not None:
@@ -64,92 +61,26 @@ NAMESPACE = "spark-jobs"
 NODE = "real-spark"
 NODE_LABEL = "esi.test/real-testbed"
 SLOT = {"cpu": "500m", "memory": "1Gi"}
-# What the kubelet says of a pod it refuses to run (its admission), as the pod's status.reason.
-ADMISSION_REFUSALS = frozenset({"OutOfcpu", "OutOfmemory", "OutOfpods", "UnexpectedAdmissionError"})
 
 
-@dataclass(frozen=True)
-class RealSpark:
-    """The cluster, its real node, a client, and the Spark image the node holds."""
+RealSpark = RealStack
 
-    cluster: LocalCluster
-    node: RealNode
-    client: Client
-    image: str
+
+def _spark_operator_for(namespace: str) -> Callable[[LocalCluster], None]:
+    def start(cluster: LocalCluster) -> None:
+        rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(namespace)}
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
+        start_operator(cluster, [namespace])  # with the real SparkApplication CRD
+
+    return start
 
 
 @pytest.fixture(scope="module")
 def real_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSpark]:
     cluster = LocalCluster("real-spark", workdir=tmp_path_factory.mktemp("real-spark") / "kwok")
-    client: Client | None = None
-    try:
-        cluster.create()
-        install_esi_crds(cluster)
-        install_priority_classes(cluster)
-        create_in(cluster, NAMESPACE, namespace_manifest(NAMESPACE).to_dict())
-        rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(NAMESPACE)}
-        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
-        # The real SparkApplication CRD comes with the operator, and before esi's reconcilers: kopf looks for
-        # the kinds it handles when it starts.
-        start_operator(cluster, [NAMESPACE])
-        ensure_operators(cluster)
-        api = esi_api(cluster)
-        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, api.extender_url)).start()
-        node = RealNode(cluster, RealNodeSpec(NODE, cpu="2", memory="3584Mi", labels={NODE_LABEL: "0"}))
-        node.start()
-        image = spark_image()
-        images.import_image(image, node.containerd_socket)
-        client = Client(config=KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-tests")
-        yield RealSpark(cluster, node, client, image.reference)
-    finally:
-        if client is not None:
-            client.close()
-        if os.environ.get("ESI_KEEP_CLUSTER"):
-            print(f"kept the cluster of {__name__} in {cluster.directory}")
-        else:
-            cluster.delete()
-
-
-@dataclass
-class PodLife:
-    """What was seen of one pod: when it appeared and first ran (monotonic), where, and every reason it had."""
-
-    labels: dict[str, str]
-    created: float
-    running: float | None = None
-    node: str | None = None
-    reasons: set[str] = field(default_factory=set)
-
-
-class PodHistory(Watcher[Pod]):
-    """Every pod of the namespace as it was seen over time, by name."""
-
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
-        self.pods: dict[str, PodLife] = {}
-        super().__init__(cluster, namespace, Pod)
-
-    def note(self, pod: Pod) -> None:
-        if pod.metadata is None or pod.spec is None or pod.status is None:
-            return
-        now = time.monotonic()
-        life = self.pods.setdefault(str(pod.metadata.name), PodLife(dict(pod.metadata.labels or {}), now))
-        life.labels.update(pod.metadata.labels or {})
-        life.node = pod.spec.nodeName or life.node
-        if pod.status.reason:
-            life.reasons.add(pod.status.reason)
-        if pod.status.phase == "Running" and life.running is None:
-            life.running = now
-
-    def with_role(self, role: str) -> dict[str, PodLife]:
-        return {name: life for name, life in self.pods.items() if life.labels.get(ROLE_LABEL) == role}
-
-    def refused(self) -> dict[str, set[str]]:
-        """Pods the kubelet refused to admit, with its reasons."""
-        return {
-            name: life.reasons & ADMISSION_REFUSALS
-            for name, life in self.pods.items()
-            if life.reasons & ADMISSION_REFUSALS
-        }
+    node = RealNodeSpec(NODE, cpu="2", memory="3584Mi", labels={NODE_LABEL: "0"})
+    with esi_with_a_real_node(cluster, NAMESPACE, node, spark_image, _spark_operator_for(NAMESPACE)) as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -161,34 +92,6 @@ def history(real_spark: RealSpark) -> Iterator[PodHistory]:
 
 def status(cluster: LocalCluster, kind: str, name: str) -> dict[str, Any]:
     return status_in(cluster, NAMESPACE, kind, name)
-
-
-def status_in(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
-    out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
-    found: dict[str, Any] = (json.loads(out).get("status") or {}) if out.strip() else {}
-    return found
-
-
-def real_ghosts(spark: RealSpark) -> dict[int, str] | None:
-    """The Testbed's ghosts by slot (their uids), once it is Ready with both slots free and each ghost is a pause
-    container running on the real node; else None."""
-    table = status(spark.cluster, "testbed", "tb")
-    if table.get("state") != "Ready" or table.get("counts", {}).get("free") != 2:
-        return None
-    ghosts = spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST})
-    running: dict[int, str] = {}
-    for ghost in ghosts:
-        assert ghost.metadata is not None
-        assert ghost.spec is not None
-        assert ghost.status is not None
-        containers = ghost.status.containerStatuses or []
-        state = containers[0].state if containers else None
-        if ghost.metadata.deletionTimestamp or state is None or state.running is None:
-            continue
-        assert ghost.spec.nodeName == NODE
-        assert (containers[0].containerID or "").startswith("containerd://"), containers[0]
-        running[int((ghost.metadata.labels or {})[SLOT_LABEL])] = str(ghost.metadata.uid)
-    return running if sorted(running) == [0, 1] else None
 
 
 def running_tasks(node: RealNode) -> str:
@@ -307,7 +210,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     # A Testbed of two slots on the real node: its ghosts are pause containers the kubelet runs.
     testbed = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
     create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "tb"}})
-    ghosts = wait_for("the Testbed Ready with two running ghosts", lambda: real_ghosts(spark), timeout=90)
+    ghosts = wait_for("the Testbed Ready with two running ghosts", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
     tasks = running_tasks(spark.node)
     for ghost in spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST}):
         assert ghost.status is not None
@@ -318,7 +221,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     create_in(cluster, NAMESPACE, sleeping_pod("ordinary", spark.image, more_than_is_free))
     why = wait_for("the ordinary pod to be refused a node", unschedulable(spark, "ordinary"))
     assert "Insufficient cpu" in why, why
-    assert real_ghosts(spark) == ghosts, "no ghost was evicted for it"
+    assert real_ghosts(spark, NAMESPACE) == ghosts, "no ghost was evicted for it"
     cluster.kubectl("delete", "-n", NAMESPACE, "pod", "ordinary", "--wait=true")
 
     create_in(cluster, NAMESPACE, sparkpi_job(spark, "sparkpi"))
@@ -340,7 +243,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     assert "Pi is roughly 3.1" in driver_log(spark.node, "sparkpi-driver")
 
     # The executors are gone: the slots hold new ghosts, running again.
-    returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(spark), timeout=90)
+    returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
     assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for an executor"
 
     created = min(e.created for e in executors.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,9 @@ class _Recorder(LocalCluster):
         self.failures = failures
         self.waits: list[float] = []
         self.deletions = 0
+
+    def _kwokctl_config(self) -> dict[str, Any]:
+        return {"kind": "KwokctlConfiguration"}  # the real one names the built binaries
 
     def _create_control_plane(self, config_path: Path, timeout: float) -> None:
         assert config_path.is_file()
