@@ -108,6 +108,11 @@ DEFAULT_SPARK_OPERATOR_VALUES: Final[Mapping[str, Any]] = {
     # the pods; without it executors would bypass esi-scheduler.
     "webhook": {"enable": True},
 }
+# Everything else esi needs of Flink is in each FlinkDeployment esi writes (the TaskManager count pinned to the
+# slots, pod templates already merged, no spec.podTemplate left for the operator to merge) or done by esi (a
+# finished FlinkDeployment deleted once its run is recorded, so the operator's shutdown TTL never matters). The
+# JobManager's account: the chart creates `flink` with its Role in each of `watchNamespaces` (only in its own
+# namespace when that is empty, the default); elsewhere examples/manifests/serviceaccount.yaml has it.
 DEFAULT_FLINK_OPERATOR_VALUES: Final[Mapping[str, Any]] = {
     # The chart's validating webhook needs cert-manager, which esi does not install; FlinkDeployments are
     # validated by the operator itself either way.

@@ -1,23 +1,23 @@
 """The kopf shell of the simulated operators: caches, a work queue, and the writes ``sim.lifecycle`` asks for.
 
-kopf *indexes* are the caches: every SparkApplication and FlinkDeployment by uid, the simulated pods by
-their application's uid, and the executors bound to each node (for co-location). kopf fills them from its
-watches and starts no other handler until all of them hold the first complete listing, so when the
-``on.event`` handlers queue an application, the caches already show the whole cluster — a restarted
-simulator never mistakes "not listed yet" for "deleted".
+kopf *indexes* are the caches: every SparkApplication and FlinkDeployment by uid, the simulated pods and
+JobManager Deployments by their application's uid, and the executors bound to each node (for co-location).
+kopf fills them from its watches and starts no other handler until all of them hold the first complete
+listing, so when the ``on.event`` handlers queue an application, the caches already show the whole cluster — a
+restarted simulator never mistakes "not listed yet" for "deleted".
 
-One worker takes applications off the queue and decides (``lifecycle.decide``) on what the caches show;
-an application is queued again when it or one of its pods changes, when an executor of another one
-comes to a node it runs on (its run may slow down), when its run is due to end, after a
-refused write (a second later), and every ``RESYNC_SECONDS``. Writes to an application are merge patches
-that carry the resourceVersion the decision was made on, so the API server refuses (409) a decision taken
-on a view that has moved on; pods are created under names fixed by the application, so creating one twice
-is harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted
-application's pods are removed by the garbage collector through their owner references.
+One worker takes applications off the queue and decides (``lifecycle.decide``) on what the caches show; an
+application is queued again when it, one of its pods or its Deployment changes, when an executor of another
+one comes to a node it runs on (its run may slow down), when its run is due to end, after a refused write (a
+second later), and every ``RESYNC_SECONDS``. Writes to an application are merge patches that carry the
+resourceVersion the decision was made on, so the API server refuses (409) a decision taken on a view that has
+moved on; pods and Deployments are created under names fixed by the application, so creating one twice is
+harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted application's
+pods are removed by the garbage collector through their owner references.
 
-kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to
-the prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf
-operator, which uses ``esi.tu-berlin.de``.
+kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to the
+prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf operator, which
+uses ``esi.tu-berlin.de``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import kopf
 from lightkube import ApiError, AsyncClient
 from lightkube.codecs import from_dict
 from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, PodStatus
 from lightkube.types import PatchType
 
@@ -45,6 +46,7 @@ from kube.indexes import index
 from sim.crds import FLINK, SPARK
 from sim.lifecycle import (
     Annotate,
+    CreateDeployment,
     CreatePod,
     Decision,
     DeletePod,
@@ -53,10 +55,11 @@ from sim.lifecycle import (
     SimSettings,
     WriteStatus,
     decide,
+    is_over,
     rejected,
 )
 from sim.names import APP_UID_LABEL, PREFIX
-from sim.pods import NodeExecutor, PodView, ended_pod_status, node_executor, pod_view
+from sim.pods import DeploymentView, NodeExecutor, PodView, deployment_view, ended_pod_status, node_executor, pod_view
 
 __all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch"]
 
@@ -137,6 +140,12 @@ def sim_pods(*, body: kopf.Body, **_: Any) -> dict[str, PodView]:
     return {view.app_uid: view} if view is not None else {}
 
 
+@index("apps", "v1", "deployments", labels={APP_UID_LABEL: kopf.PRESENT})
+def sim_deployments(*, body: kopf.Body, **_: Any) -> dict[str, DeploymentView]:
+    view = deployment_view(body)
+    return {view.app_uid: view} if view is not None else {}
+
+
 @index("", "v1", "pods", labels={APP_UID_LABEL: kopf.PRESENT})
 def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
     view = pod_view(body)
@@ -148,6 +157,7 @@ def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
 class _Caches:
     applications: tuple[kopf.Index[str, dict[str, Any]], ...]
     pods: kopf.Index[str, PodView]
+    deployments: kopf.Index[str, DeploymentView]
     node_executors: kopf.Index[str, NodeExecutor]
 
     @classmethod
@@ -156,11 +166,17 @@ class _Caches:
         return cls(
             (sim_spark_applications.of(indexes), sim_flink_deployments.of(indexes)),
             sim_pods.of(indexes),
+            sim_deployments.of(indexes),
             sim_node_executors.of(indexes),
         )
 
     def application(self, uid: str) -> dict[str, Any] | None:
         return next((app for index in self.applications for app in index.get(uid, ())), None)
+
+    def over(self, uid: str) -> bool:
+        """Whether the application of ``uid`` is over (a gone one is)."""
+        app = self.application(uid)
+        return app is None or is_over(app)
 
     def uids(self) -> set[str]:
         return {uid for index in self.applications for uid in index}
@@ -220,6 +236,12 @@ async def _pod_changed(*, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo,
             memo.queue.add(neighbour.app_uid)
 
 
+@kopf.on.event("apps", "v1", "deployments", labels={APP_UID_LABEL: kopf.PRESENT})
+async def _deployment_changed(*, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    memo.listed.set()
+    memo.queue.add(labels[APP_UID_LABEL])
+
+
 async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> None:
     await listed.wait()  # before the first event, the caches may not hold the first listing yet
     while True:
@@ -259,7 +281,14 @@ async def _reconcile(client: AsyncClient, caches: _Caches, uid: str, settings: S
     if app is None or app["metadata"].get("deletionTimestamp"):
         return None  # its pods go with it (owner references)
     now = datetime.now(UTC)
-    observation = Observation(app, list(caches.pods.get(uid, ())), caches.node_executors, now)
+    observation = Observation(
+        app,
+        list(caches.pods.get(uid, ())),
+        caches.node_executors,
+        now,
+        deployments=list(caches.deployments.get(uid, ())),
+        over=caches.over,
+    )
     decision = decide(observation, settings)
     try:
         rejection = await _act(client, caches, app, decision)
@@ -273,14 +302,15 @@ async def _reconcile(client: AsyncClient, caches: _Caches, uid: str, settings: S
 
 
 async def _act(client: AsyncClient, caches: _Caches, app: dict[str, Any], decision: Decision) -> str | None:
-    """Carry out ``decision``; the API server's message if it refused to create one of the pods."""
+    """Carry out ``decision``; the API server's message if it refused to create one of the objects."""
     metadata = app["metadata"]
     name, namespace = metadata["name"], metadata["namespace"]
     resource = _RESOURCES[app["kind"]]
     version = metadata["resourceVersion"]
     for action in decision.actions:
-        if isinstance(action, CreatePod):
-            refused = await _create_pod(client, caches, metadata["uid"], action.manifest)
+        if isinstance(action, CreatePod | CreateDeployment):
+            kind = Pod if isinstance(action, CreatePod) else Deployment
+            refused = await _create(client, caches, metadata["uid"], kind, action.manifest)
             if refused is not None:
                 return refused
         elif isinstance(action, DeletePod):
@@ -315,29 +345,32 @@ async def _patch_app(client: AsyncClient, resource: Any, name: str, namespace: s
     return str(written.metadata.resourceVersion)
 
 
-async def _create_pod(client: AsyncClient, caches: _Caches, uid: str, manifest: dict[str, Any]) -> str | None:
-    """Create a pod unless it exists; the API server's message if it refuses the pod itself."""
+async def _create(
+    client: AsyncClient, caches: _Caches, uid: str, kind: type[Pod] | type[Deployment], manifest: dict[str, Any]
+) -> str | None:
+    """Create a pod (Deployment) unless it exists; the API server's message if it refuses the object itself."""
     name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+    what = f"{manifest['kind'].lower()} {name}"
     try:
         await client.create(from_dict(manifest))
     except ApiError as err:
         refused = refusal(err)
         if refused.of_the_request:  # invalid, or forbidden (a missing service account, ...)
-            return f"pod {name}: {err.status.message}"
+            return f"{what}: {err.status.message}"
         if refused is not Refusal.CONFLICT:
             raise
     else:
         return None
-    existing = await client.get(Pod, name, namespace=namespace)
+    existing = await client.get(kind, name, namespace=namespace)
     owner = (existing.metadata.labels or {}).get(APP_UID_LABEL) if existing.metadata else None
     if owner == uid:
         return None
     if owner is not None and caches.application(owner) is None:
         # Left by an earlier application of the same name (BatchJobs run again under one name) and not
         # yet collected: it is garbage already, and in the way.
-        await ignore(Refusal.NOT_FOUND, client.delete(Pod, name, namespace=namespace, grace_period=0))
+        await ignore(Refusal.NOT_FOUND, client.delete(kind, name, namespace=namespace, grace_period=0))
     else:
-        _log.warning(f"pod {namespace}/{name} exists and belongs to someone else; waiting for it to go")
+        _log.warning(f"{what} in {namespace} exists and belongs to someone else; waiting for it to go")
     raise _Refused
 
 

@@ -17,12 +17,14 @@ and the driver pod's phase becomes Succeeded or Failed; the driver stays. An exe
 or failed) is replaced by one with the next id, as Spark's driver does; more failed executors than
 ``spark.executor.maxNumFailures`` (default twice the executors, at least 3) fail the application.
 
-**FlinkDeployment**: ``lifecycleState`` CREATED -> DEPLOYED (JobManager created) -> STABLE (job running),
-or FAILED; ``jobManagerDeploymentStatus`` DEPLOYING -> READY -> MISSING once the job is over;
-``jobStatus`` {jobName, jobId, state CREATED -> RUNNING -> FINISHED | FAILED, startTime, updateTime (epoch
-milliseconds, as the operator writes them)}; ``error`` (the operator's JSON form) on failure. At the end
-the TaskManagers and the JobManager are deleted; a finished job stays STABLE, as the real operator
-reports it.
+**FlinkDeployment** (the fields and values the operator writes): ``lifecycleState`` CREATED -> DEPLOYED (the
+JobManager's Deployment created) -> STABLE (job running, then finished), or FAILED; ``jobManagerDeploymentStatus``
+DEPLOYING -> DEPLOYED_NOT_READY -> READY (its pod runs); ``jobStatus`` {state RECONCILING -> RUNNING (the
+JobManager runs; jobName, jobId and startTime with it) -> FINISHED | FAILED, updateTime (epoch milliseconds, as
+the operator writes them)}; ``error`` (the operator's JSON form) on failure. The TaskManagers are asked for once
+the JobManager runs; the JobManager and TaskManagers stay after the job ends, until the FlinkDeployment is
+deleted (the operator's ``execution.shutdown-on-application-finish: false``); a JobManager Deployment deleted
+before the job ended is deployed again.
 
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
 next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
@@ -34,8 +36,10 @@ A run fails instead of completing when the application's attempt (label ``esi.tu
 default 1) is at most the ``spark.esi.sim.failAttempts`` (sparkConf) / ``esi.sim.fail-attempts``
 (flinkConfiguration) setting, or by chance (``failure_rate``, drawn once per application from ``seed`` and
 its uid). With ``runtime_jitter``, each application also runs at a pace of its own (normally distributed
-around the model's, drawn the same way), as measured runs vary. A TaskManager of a running Flink job that
-disappears or fails fails the job ("TaskManager lost"); a Spark run goes on with the replacement executor.
+around the model's, drawn the same way), as measured runs vary. A lost executor (its pod deleted, or failed) is
+replaced under a new name, as Spark's driver and Flink's resource manager do; a Spark run goes on with the
+replacement, a Flink run only when the job restarts after failures (``restart-strategy.type``, or checkpointing
+on), else the job fails ("TaskManager lost"). Executors of applications whose run is over do not slow others down.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import copy
 import itertools
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -59,15 +63,18 @@ from sim.names import (
     FLINK_FAIL_ATTEMPTS,
     SPARK_FAIL_ATTEMPTS,
     STARTED_AT_ANNOTATION,
+    TASKMANAGERS_ANNOTATION,
 )
 from sim.pods import (
     AppRef,
+    DeploymentView,
     NodeExecutor,
     PodRole,
     PodView,
-    flink_jobmanager_name,
-    flink_jobmanager_pod,
-    flink_taskmanager_names,
+    flink_jobmanager_deployment,
+    flink_taskmanager_count,
+    flink_taskmanager_name,
+    flink_taskmanager_number,
     flink_taskmanager_pod,
     spark_application_id,
     spark_driver_name,
@@ -83,6 +90,7 @@ from sim.units import SpecError
 __all__ = [
     "Action",
     "Annotate",
+    "CreateDeployment",
     "CreatePod",
     "Decision",
     "DeletePod",
@@ -92,12 +100,17 @@ __all__ = [
     "SimSettings",
     "WriteStatus",
     "decide",
+    "is_over",
     "rejected",
 ]
 
 SPARK_TERMINAL: Final = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
 SPARK_ENDING: Final = {"SUCCEEDING": "COMPLETED", "FAILING": "FAILED"}  # the driver ended -> what follows
 FLINK_TERMINAL_JOB: Final = ("FINISHED", "FAILED")
+# Flink's restart strategies (``restart-strategy.type``) that restart a job whose TaskManager was lost.
+_FLINK_RESTARTING: Final = frozenset(
+    {"fixed-delay", "fixeddelay", "failure-rate", "failurerate", "exponential-delay", "exponentialdelay"}
+)
 
 
 # --- what the shell does ------------------------------------------------------------------------------------
@@ -105,6 +118,11 @@ FLINK_TERMINAL_JOB: Final = ("FINISHED", "FAILED")
 
 @dataclass(frozen=True)
 class CreatePod:
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CreateDeployment:
     manifest: dict[str, Any]
 
 
@@ -132,12 +150,12 @@ class WriteStatus:
     status: dict[str, Any]
 
 
-Action = CreatePod | DeletePod | EndPod | Annotate | WriteStatus
+Action = CreateDeployment | CreatePod | DeletePod | EndPod | Annotate | WriteStatus
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Actions in the order to take them (pods first, then annotations, then status), events to post once
+    """Actions in the order to take them (objects first, then annotations, then status), events to post once
     they are done, and when to decide again at the latest (None: only when something changes)."""
 
     actions: tuple[Action, ...] = ()
@@ -154,6 +172,8 @@ class Observation:
     pods: Sequence[PodView]  # the pods labelled with its uid
     node_executors: Mapping[str, Iterable[NodeExecutor]]  # every node's executors, of all applications
     now: datetime
+    deployments: Sequence[DeploymentView] = ()  # a FlinkDeployment's JobManager Deployment(s)
+    over: Callable[[str], bool] = lambda uid: False  # whether the application of this uid is over (is_over)
 
 
 @dataclass(frozen=True)
@@ -311,7 +331,7 @@ class _Step:
     def start_run(self, settings: SimSettings, executors: Sequence[PodView]) -> RunPlan:
         """Plan the run that starts now: its job next to the other jobs on its executors' nodes."""
         plan = settings.plan(self.app, self._job(executors), self._neighbours(executors), self.now)
-        self.annotations = plan.annotations()
+        self.annotations.update(plan.annotations())
         self.run = plan
         return plan
 
@@ -323,7 +343,7 @@ class _Step:
         if arrived:
             neighbours = {*self.run.colocated, *arrived}
             self.run = settings.replan(self.app, self.run, self._job(executors), neighbours, self.now)
-            self.annotations = self.run.annotations()
+            self.annotations.update(self.run.annotations())
 
     def _job(self, executors: Sequence[PodView]) -> str:
         return executors[0].job if executors else self.ref.name
@@ -335,7 +355,7 @@ class _Step:
             executor.job
             for node in nodes
             for executor in self.obs.node_executors.get(node, ())
-            if executor.app_uid != self.ref.uid
+            if executor.app_uid != self.ref.uid and not self.obs.over(executor.app_uid)
         }
 
     def decision(self) -> Decision:
@@ -545,93 +565,132 @@ def _spark_terminate(step: _Step, driver: PodView | None, ended: str) -> None:
 
 def _flink(step: _Step, settings: SimSettings) -> None:
     lifecycle = step.status.get("lifecycleState", "")
-    job_state = step.status.get("jobStatus", {}).get("state", "")
-    jobmanager = step.pods.get(flink_jobmanager_name(step.ref))
-    if job_state in FLINK_TERMINAL_JOB or lifecycle == "FAILED":
-        step.delete([*step.role(PodRole.TASKMANAGER), *step.role(PodRole.JOBMANAGER)])
-    elif step.run is not None and step.now >= step.run.ends_at:
+    if _flink_over(step.status):
+        return  # the application cluster stays until the FlinkDeployment is deleted, as the operator leaves it
+    deployment = next((d for d in step.obs.deployments if not d.terminating), None)
+    if step.run is not None and step.now >= step.run.ends_at:
         _flink_finish(step, step.run.failure)
     elif lifecycle == "":
         step.status.update(
-            {"lifecycleState": "CREATED", "jobManagerDeploymentStatus": "MISSING", "jobStatus": _job_status(step)}
+            {
+                "lifecycleState": "CREATED",
+                "jobManagerDeploymentStatus": "DEPLOYING",
+                "jobStatus": _job_state(step, "RECONCILING"),
+            }
         )
-    elif lifecycle == "CREATED":
-        _flink_deploy(step, jobmanager)
+    elif lifecycle == "CREATED" or deployment is None:
+        _flink_deploy(step)  # not seen yet, or deleted before its job ended: deploy (again)
     else:
-        ready_before = step.status.get("jobManagerDeploymentStatus") == "READY"
-        _flink_run(step, settings, jobmanager, ready_before=ready_before)
+        _flink_run(step, settings, deployment)
 
 
-def _flink_run(step: _Step, settings: SimSettings, jobmanager: PodView | None, *, ready_before: bool) -> None:
-    """DEPLOYED or STABLE: the TaskManagers come once the JobManager runs, the job runs once they all do."""
+def _flink_over(status: Mapping[str, Any]) -> bool:
+    return status.get("jobStatus", {}).get("state") in FLINK_TERMINAL_JOB or status.get("lifecycleState") == "FAILED"
+
+
+def _flink_deploy(step: _Step) -> None:
     try:
-        expected = flink_taskmanager_names(step.app)
+        manifest = flink_jobmanager_deployment(step.app)
     except SpecError as err:
         _flink_finish(step, str(err))
         return
-    taskmanagers = step.role(PodRole.TASKMANAGER)
-    problem = _head_problem(
-        jobmanager, f"JobManager pod {flink_jobmanager_name(step.ref)}", was_running=ready_before
-    ) or _lost(taskmanagers, expected, started=step.run is not None, what="TaskManager")
-    if problem is not None:
-        _flink_finish(step, problem)
-        return
-    if jobmanager is None:
-        _flink_deploy(step, jobmanager)  # not seen yet, or gone before it ran: deploy (again)
-        return
-    if not jobmanager.running:
-        return
-    if not ready_before:
-        step.status["jobManagerDeploymentStatus"] = "READY"
-        step.event("JobManagerReady", f"the JobManager of {step.ref.name} is ready")
-    if step.run is None:
-        for number, name in enumerate(expected, start=1):
-            if name not in step.pods:
-                step.create(flink_taskmanager_pod(step.app, number, jobmanager))
-        if _all_running(taskmanagers, expected):
-            step.start_run(settings, [pod for pod in taskmanagers if pod.name in expected])
-    else:
-        step.slow_down_for_arrivals(settings, [pod for pod in taskmanagers if pod.name in expected])
-    if step.run is not None and step.status.get("jobStatus", {}).get("state") != "RUNNING":
-        step.status["lifecycleState"] = "STABLE"
-        step.status["jobStatus"] = {
-            **_job_status(step),
-            "state": "RUNNING",
-            "startTime": _millis(step.run.started_at),
-            "updateTime": _millis(step.now),
-        }
-        step.event("JobStatusChanged", f"the job of {step.ref.name} is RUNNING")
-
-
-def _job_status(step: _Step) -> dict[str, Any]:
-    return {**step.status.get("jobStatus", {}), "jobName": step.ref.name, "jobId": step.ref.uid_hex}
-
-
-def _flink_deploy(step: _Step, jobmanager: PodView | None) -> None:
-    try:
-        manifest = flink_jobmanager_pod(step.app)
-    except SpecError as err:
-        _flink_finish(step, str(err))
-        return
-    if jobmanager is None:
-        step.create(manifest)
+    step.pod_actions.append(CreateDeployment(manifest))
     if step.status.get("lifecycleState") != "DEPLOYED":
         step.status.update(
             {
                 "lifecycleState": "DEPLOYED",
                 "jobManagerDeploymentStatus": "DEPLOYING",
-                "jobStatus": {**_job_status(step), "state": "CREATED", "updateTime": _millis(step.now)},
+                "jobStatus": _job_state(step, "RECONCILING"),
             }
         )
         step.event("Submit", f"deploying the application cluster of {step.ref.name}")
 
 
+def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -> None:
+    """Deployed: the job runs once the JobManager does, and asks for its TaskManagers; the run starts once they
+    all run. A TaskManager lost is replaced under the next number, as Flink's resource manager does; once the run
+    started, the job survives the loss only with a restart strategy."""
+    try:
+        count = flink_taskmanager_count(step.app)
+    except SpecError as err:
+        _flink_finish(step, str(err))
+        return
+    jobmanager = next((pod for pod in step.role(PodRole.JOBMANAGER) if pod.running), None)
+    readiness = "READY" if jobmanager is not None else "DEPLOYED_NOT_READY"
+    if step.status.get("jobManagerDeploymentStatus") != readiness:
+        step.status["jobManagerDeploymentStatus"] = readiness
+        if jobmanager is not None:
+            step.event("JobManagerReady", f"the JobManager of {step.ref.name} is ready")
+    if jobmanager is None:
+        return
+    if step.status.get("jobStatus", {}).get("state") != "RUNNING":
+        step.status["lifecycleState"] = "STABLE"
+        step.status["jobStatus"] = {
+            **_job_state(step, "RUNNING"),
+            "jobName": step.ref.name,
+            "jobId": step.ref.uid_hex,
+            "startTime": _millis(step.now),
+        }
+        step.event("JobStatusChanged", f"the job of {step.ref.name} is RUNNING")
+    taskmanagers = {pod.name: pod for pod in step.role(PodRole.TASKMANAGER)}
+    seen = _seen_taskmanagers(step, taskmanagers)
+    lost = {
+        number: name
+        for number in seen
+        if (pod := taskmanagers.get(name := flink_taskmanager_name(step.ref.name, number))) is None
+        or pod.terminating
+        or pod.ended
+    }
+    if lost and step.run is not None and not _flink_restarts(step.app):
+        number, name = min(lost.items())
+        _flink_finish(step, f"TaskManager lost: {name} {_how_lost(taskmanagers.get(name))}")
+        return
+    step.delete(taskmanagers[name] for name in lost.values() if name in taskmanagers)
+    numbers = (n for n in itertools.count(1) if n not in lost)
+    wanted = {flink_taskmanager_name(step.ref.name, n): n for n in itertools.islice(numbers, count)}
+    for name, number in wanted.items():
+        if name not in taskmanagers:
+            step.create(flink_taskmanager_pod(step.app, number, deployment))
+    live = [taskmanagers[name] for name in wanted if name in taskmanagers]
+    if step.run is None and len(live) == count and all(pod.running for pod in live):
+        step.start_run(settings, live)
+    else:
+        step.slow_down_for_arrivals(settings, live)
+
+
+def _seen_taskmanagers(step: _Step, taskmanagers: Mapping[str, PodView]) -> set[int]:
+    """The numbers of every TaskManager seen so far (recorded in an annotation: a lost one is never reused)."""
+    recorded = (step.app.get("metadata") or {}).get("annotations", {}).get(TASKMANAGERS_ANNOTATION, "")
+    seen = {int(n) for n in recorded.split(",") if n.strip().isdigit()}
+    visible = {n for name in taskmanagers if (n := flink_taskmanager_number(step.ref.name, name)) is not None}
+    if not visible <= seen:
+        seen |= visible
+        step.annotations[TASKMANAGERS_ANNOTATION] = ",".join(map(str, sorted(seen)))
+    return seen
+
+
+def _how_lost(pod: PodView | None) -> str:
+    return "failed" if pod is not None and pod.phase == "Failed" else "was deleted"
+
+
+def _flink_restarts(app: Mapping[str, Any]) -> bool:
+    """Whether Flink restarts the job after a failure: a restart strategy set, or (unset) checkpointing on."""
+    conf = (app.get("spec") or {}).get("flinkConfiguration") or {}
+    strategy = str(conf.get("restart-strategy.type") or conf.get("restart-strategy") or "").strip().lower()
+    if strategy:
+        return strategy in _FLINK_RESTARTING
+    return bool(conf.get("execution.checkpointing.interval"))
+
+
+def _job_state(step: _Step, state: str) -> dict[str, Any]:
+    return {**step.status.get("jobStatus", {}), "state": state, "updateTime": _millis(step.now)}
+
+
 def _flink_finish(step: _Step, failure: str | None) -> None:
-    """The job ends: TaskManagers and JobManager deleted, the job FINISHED or FAILED."""
-    step.delete([*step.role(PodRole.TASKMANAGER), *step.role(PodRole.JOBMANAGER)])
+    """The job ends, FINISHED or FAILED; its JobManager and TaskManagers stay (the operator keeps the cluster
+    of a finished application until the FlinkDeployment is deleted)."""
     state = "FINISHED" if failure is None else "FAILED"
-    step.status["jobStatus"] = {**_job_status(step), "state": state, "updateTime": _millis(step.now)}
-    step.status["jobManagerDeploymentStatus"] = "MISSING"
+    step.status["jobStatus"] = _job_state(step, state)
     if failure is None:
         step.status["lifecycleState"] = "STABLE"
         step.event("JobStatusChanged", f"the job of {step.ref.name} is FINISHED")
@@ -639,3 +698,12 @@ def _flink_finish(step: _Step, failure: str | None) -> None:
         step.status["lifecycleState"] = "FAILED"
         step.status["error"] = json.dumps({"type": "org.apache.flink.runtime.JobException", "message": failure})
         step.event("JobStatusChanged", f"the job of {step.ref.name} FAILED: {failure}", warning=True)
+
+
+def is_over(app: Mapping[str, Any]) -> bool:
+    """Whether an application's run is over (its executors, if any are left, do no work)."""
+    status = app.get("status") or {}
+    if AppRef.of(app).type == SPARK:
+        state = status.get("applicationState", {}).get("state", "")
+        return state in SPARK_TERMINAL or state in SPARK_ENDING
+    return _flink_over(status)

@@ -4,7 +4,7 @@ Its own names carry the prefix ``sim.esi.tu-berlin.de`` (so they never clash wit
 uses ``esi.tu-berlin.de``). A run's plan is recorded on the application itself, so a restarted simulator
 continues the same run: ``started-at`` and ``ends-at`` (ISO 8601 times), ``colocated`` (the jobs its
 executors shared nodes with when it started, comma-separated) and ``failure`` (present only when the run
-is going to fail: why).
+is going to fail: why); a FlinkDeployment's ``taskmanagers`` lists the numbers of the TaskManagers it has had.
 
 esi's own labels that it reads (``esi.objects.names``): ``JOB_LABEL`` on a pod names the job for the workload
 model (the application's name when absent); ``ATTEMPT_ANNOTATION`` on an application numbers its attempt.
@@ -25,6 +25,7 @@ __all__ = [
     "PREFIX",
     "SPARK_FAIL_ATTEMPTS",
     "STARTED_AT_ANNOTATION",
+    "TASKMANAGERS_ANNOTATION",
 ]
 
 PREFIX: Final = f"sim.{GROUP}"
@@ -35,6 +36,8 @@ STARTED_AT_ANNOTATION: Final = f"{PREFIX}/started-at"
 ENDS_AT_ANNOTATION: Final = f"{PREFIX}/ends-at"
 COLOCATED_ANNOTATION: Final = f"{PREFIX}/colocated"
 FAILURE_ANNOTATION: Final = f"{PREFIX}/failure"
+# A FlinkDeployment's TaskManagers seen so far, by number (comma-separated): a lost one's number is never reused.
+TASKMANAGERS_ANNOTATION: Final = f"{PREFIX}/taskmanagers"
 
 # Failure injection: a run fails (at its end time, instead of completing) while the application's attempt
 # (its ATTEMPT_ANNOTATION, 1 when absent) is at most this number.

@@ -21,20 +21,22 @@ cpu request ``coreRequest`` else ``cores`` (default 1), cpu limit ``coreLimit``;
 (``spec.memoryOverheadFactor`` changes the 10%). A field left out of ``spec.<role>`` is taken from the
 matching ``sparkConf`` key (``spark.executor.instances``, ``spark.executor.memory``, ...), as Spark does.
 
-**Flink** (Apache Flink Kubernetes operator, native Kubernetes, application mode). One JobManager pod
-``<app>-<10 hex>-<5 hex>`` (as a Deployment's pod is named; the hex from the uid) owned by the
-FlinkDeployment, and TaskManagers ``<app>-taskmanager-1-<n>`` (Flink's ``<cluster>-taskmanager-<attempt>-<n>``)
-owned by the JobManager pod. Labels ``app``, ``component`` (jobmanager/taskmanager) and
-``type=flink-native-kubernetes`` over the pod template's. ``spec.<component>.podTemplate`` is merged over
-``spec.podTemplate`` as the operator merges them (``esi.objects.flink_pod_templates``) and gives labels, annotations,
-scheduler, priority class, affinity, node selector, tolerations, volumes, and the settings of the pod's
-container (its ``flink-main-container``: volume mounts, env, …). Requests = limits =
-``spec.<component>.resource`` (cpu cores, memory in Flink units or as a quantity). TaskManagers:
-``taskManager.replicas``, else ceil(job.parallelism / ``taskmanager.numberOfTaskSlots``).
+**Flink** (Apache Flink Kubernetes operator, native Kubernetes, application mode). The JobManager runs in the
+Deployment ``<app>`` (one replica; owned, not controlled, by the FlinkDeployment, as Flink's client creates it
+from the operator's owner-reference setting), whose ReplicaSet makes its pod. TaskManagers
+``<app>-taskmanager-1-<n>`` (Flink's ``<cluster>-taskmanager-<attempt>-<n>`` of a first JobManager) are
+controlled by that Deployment, so deleting the FlinkDeployment removes all of them. Labels ``app``,
+``component`` (jobmanager/taskmanager) and ``type=flink-native-kubernetes`` (the Deployment's selector) over the
+pod template's. ``spec.<component>.podTemplate`` is merged over ``spec.podTemplate`` as the operator merges them
+(``esi.objects.flink_pod_templates``) and gives labels, annotations, scheduler, priority class, affinity, node
+selector, tolerations, volumes, and the settings of the pod's container (its ``flink-main-container``: volume
+mounts, env, …). Requests = limits = ``spec.<component>.resource`` (cpu cores, memory in Flink units or as a
+quantity). TaskManagers: ``taskManager.replicas``, else ceil(job.parallelism / ``taskmanager.numberOfTaskSlots``).
 
-Every pod: one container, ``restartPolicy: Never``, ``terminationGracePeriodSeconds: 0``, and the label
-``sim.esi.tu-berlin.de/app-uid`` by which the simulator finds the pods of an application. The builders are
-pure and raise ``SpecError`` for a spec no operator could run.
+Every pod: one container, ``restartPolicy: Never`` (the JobManager's: ``Always``, a Deployment's only policy),
+``terminationGracePeriodSeconds: 0``, and the label ``sim.esi.tu-berlin.de/app-uid`` by which the simulator
+finds the pods of an application (the JobManager's Deployment carries it too). The builders are pure and raise
+``SpecError`` for a spec no operator could run.
 """
 
 from __future__ import annotations
@@ -58,13 +60,16 @@ from sim.units import MIB, SpecError, cpu_quantity, flink_bytes, memory_quantity
 
 __all__ = [
     "AppRef",
+    "DeploymentView",
     "NodeExecutor",
     "PodRole",
     "PodView",
+    "deployment_view",
     "ended_pod_status",
-    "flink_jobmanager_name",
-    "flink_jobmanager_pod",
-    "flink_taskmanager_names",
+    "flink_jobmanager_deployment",
+    "flink_taskmanager_count",
+    "flink_taskmanager_name",
+    "flink_taskmanager_number",
     "flink_taskmanager_pod",
     "node_executor",
     "pod_view",
@@ -329,27 +334,67 @@ def _overhead_factor(spec: Mapping[str, Any], role: str) -> float:
 # --- Flink ----------------------------------------------------------------------------------------------
 
 
-def flink_jobmanager_name(ref: AppRef) -> str:
-    return f"{ref.name}-{ref.uid_hex[:10]}-{ref.uid_hex[10:15]}"
+@dataclass(frozen=True)
+class DeploymentView:
+    """The JobManager's Deployment of a FlinkDeployment, as the simulator reasons about it."""
+
+    name: str
+    uid: str
+    app_uid: str
+    terminating: bool = False
 
 
-def flink_taskmanager_names(app: Mapping[str, Any]) -> list[str]:
-    name = AppRef.of(app).name
-    return [f"{name}-taskmanager-1-{n}" for n in range(1, _flink_taskmanager_count(app) + 1)]
+def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView | None:
+    """A simulated JobManager Deployment as ``DeploymentView``; None for one the simulator did not create."""
+    metadata = deployment.get("metadata") or {}
+    app_uid = (metadata.get("labels") or {}).get(APP_UID_LABEL)
+    if not app_uid:
+        return None
+    return DeploymentView(
+        metadata["name"], metadata.get("uid") or "", app_uid, metadata.get("deletionTimestamp") is not None
+    )
 
 
-def flink_jobmanager_pod(app: Mapping[str, Any]) -> dict[str, Any]:
+def flink_taskmanager_name(app_name: str, number: int) -> str:
+    """TaskManager ``number``'s pod name: Flink's ``<cluster>-taskmanager-<attempt>-<n>`` of a first JobManager."""
+    return f"{app_name}-taskmanager-1-{number}"
+
+
+def flink_taskmanager_number(app_name: str, name: str) -> int | None:
+    """The number in the TaskManager pod name ``name`` (None if it is not one of ``app_name``'s)."""
+    prefix = flink_taskmanager_name(app_name, 0).removesuffix("0")
+    number = name.removeprefix(prefix)
+    return int(number) if name.startswith(prefix) and number.isdigit() else None
+
+
+def flink_jobmanager_deployment(app: Mapping[str, Any]) -> dict[str, Any]:
+    """The JobManager's Deployment ``<app>``: one replica, owned (not controlled) by the FlinkDeployment, as
+    Flink's client creates it with the operator's ``kubernetes.jobmanager.owner.reference``."""
     ref = AppRef.of(app)
-    return _flink_pod(app, "jobmanager", flink_jobmanager_name(ref), ref.owner_reference())
+    owner = {**ref.owner_reference(), "controller": False, "blockOwnerDeletion": True}
+    pod = _flink_pod(app, "jobmanager", ref.name, owner)
+    template_metadata = {key: pod["metadata"][key] for key in ("labels", "annotations") if key in pod["metadata"]}
+    pod["spec"]["restartPolicy"] = "Always"  # the only policy a Deployment takes
+    labels = _flink_labels(ref, "jobmanager")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": ref.name,
+            "namespace": ref.namespace,
+            "labels": {**labels, APP_UID_LABEL: ref.uid},
+            "ownerReferences": [owner],
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": template_metadata, "spec": pod["spec"]},
+        },
+    }
 
 
-def flink_taskmanager_pod(app: Mapping[str, Any], number: int, jobmanager: PodView) -> dict[str, Any]:
-    """TaskManager ``number`` (1-based), owned by the JobManager pod."""
-    name = flink_taskmanager_names(app)[number - 1]
-    return _flink_pod(app, "taskmanager", name, owner_reference("v1", "Pod", jobmanager.name, jobmanager.uid))
-
-
-def _flink_taskmanager_count(app: Mapping[str, Any]) -> int:
+def flink_taskmanager_count(app: Mapping[str, Any]) -> int:
+    """How many TaskManagers the job asks for: ``taskManager.replicas``, else ceil(parallelism / task slots)."""
     spec = app.get("spec") or {}
     replicas = (spec.get("taskManager") or {}).get("replicas")
     if replicas is not None:
@@ -360,6 +405,13 @@ def _flink_taskmanager_count(app: Mapping[str, Any]) -> int:
     return -(-parallelism // slots)
 
 
+def flink_taskmanager_pod(app: Mapping[str, Any], number: int, deployment: DeploymentView) -> dict[str, Any]:
+    """TaskManager ``number``, controlled by the JobManager's Deployment (as Flink's resource manager sets it)."""
+    name = flink_taskmanager_name(AppRef.of(app).name, number)
+    owner = owner_reference("apps/v1", "Deployment", deployment.name, deployment.uid)
+    return _flink_pod(app, "taskmanager", name, owner)
+
+
 def _positive_int(value: object, field: str) -> int:
     try:
         number = int(str(value).strip())
@@ -368,6 +420,10 @@ def _positive_int(value: object, field: str) -> int:
     if number < 1 or isinstance(value, bool):
         raise SpecError(f"{field} is {value!r}, not a positive integer")
     return number
+
+
+def _flink_labels(ref: AppRef, component: str) -> dict[str, str]:
+    return {FLINK_APP_LABEL: ref.name, FLINK_COMPONENT_LABEL: component, FLINK_TYPE_LABEL: FLINK_NATIVE_TYPE}
 
 
 def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[str, Any]) -> dict[str, Any]:
@@ -381,13 +437,7 @@ def _flink_pod(app: Mapping[str, Any], component: str, name: str, owner: dict[st
         or {}
     )
     metadata = template.get("metadata") or {}
-    labels = {
-        **(metadata.get("labels") or {}),
-        FLINK_APP_LABEL: ref.name,
-        FLINK_COMPONENT_LABEL: component,
-        FLINK_TYPE_LABEL: FLINK_NATIVE_TYPE,
-        APP_UID_LABEL: ref.uid,
-    }
+    labels = {**(metadata.get("labels") or {}), **_flink_labels(ref, component), APP_UID_LABEL: ref.uid}
     resource = settings.get("resource") or {}
     cpu = str(cpu_quantity(resource.get("cpu", 1.0), f"spec.{field}.resource.cpu"))
     memory_setting = resource.get("memory", _FLINK_DEFAULT_MEMORY[component])

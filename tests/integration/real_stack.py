@@ -1,11 +1,14 @@
 """What tests on real nodes share: a cluster of their own with esi and one real node (``esi_with_a_real_node``),
-every pod's life as watched (created, first running, node, reasons), objects' status, and the examples'
-account for Flink's JobManagers."""
+every pod's life as watched (created, first running, node, reasons), objects' status, the examples' account
+for Flink's JobManagers, and the simulator beside the real operator with what a run showed on each side
+(``simulator_beside``, ``Side``, ``Run``, ``pod_shape``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,15 +17,18 @@ from typing import Any
 
 import yaml
 from lightkube import Client, KubeConfig
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_LABEL
 from infra import images, toolchain
-from infra.local_cluster import LocalCluster
+from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from sim.names import APP_UID_LABEL
 from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
-from tests.integration.kube import Watcher, create_in, namespace_manifest
+from tests.integration.kube import Watcher, create_in, ensure_process, namespace_manifest, wait_for
+from tests.manifests import testbed_manifest
 
 
 @dataclass(frozen=True)
@@ -160,3 +166,141 @@ def real_ghosts(stack: RealStack, namespace: str, testbed: str = "tb") -> dict[i
         assert (containers[0].containerID or "").startswith("containerd://"), containers[0]
         running[int((ghost.metadata.labels or {})[SLOT_LABEL])] = str(ghost.metadata.uid)
     return running if len(running) == free else None
+
+
+# --- the simulator beside the real thing ------------------------------------------------------------------
+
+# Labels only the simulator puts on its objects: how it finds an application's pods (a real operator asks
+# Spark or Flink).
+SIM_ONLY_LABELS = frozenset({APP_UID_LABEL})
+HEX = re.compile(r"[0-9a-f]{8,}(?:-[0-9a-f]{4,})*")
+
+
+def simulator_beside(cluster: LocalCluster, namespace: str, node: NodeSpec, runtime: float) -> None:
+    """``python -m sim`` for ``namespace`` (created), its simulated runs lasting ``runtime`` seconds for a job the
+    co-location table does not know, and the KWOK node ``node``."""
+    create_in(cluster, namespace, namespace_manifest(namespace).to_dict())
+    cluster.add_nodes([node])
+    argv = [sys.executable, "-m", "sim", f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}"]
+    argv.append(f"--default-runtime={runtime:g}")
+    ensure_process(cluster, f"esi-sim-{namespace}", lambda port: [*argv, f"--liveness=http://127.0.0.1:{port}/healthz"])
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two runs compared: its namespace, the node its Testbed's slots are on and the node's label."""
+
+    namespace: str
+    node: str
+    node_label: str
+
+    def normalized(self, value: Any) -> Any:
+        """``value`` with what differs between the two sides by construction (namespace, node, label, ids and
+        uids) replaced by placeholders."""
+        text = json.dumps(value, sort_keys=True)
+        for actual, placeholder in (
+            (self.namespace, "<namespace>"),
+            (self.node_label, "<label>"),
+            (self.node, "<node>"),
+        ):
+            text = text.replace(actual, placeholder)
+        return json.loads(HEX.sub("<hex>", text))
+
+
+def ensure_testbed(cluster: LocalCluster, side: Side, slot: dict[str, str]) -> None:
+    """Testbed ``tb`` of two ``slot``-sized slots on the side's node, Ready with both slots free and held by no
+    Scheduling."""
+    if not cluster.kubectl("get", "-n", side.namespace, "testbed", "tb", "--ignore-not-found", "-o", "name"):
+        testbed = testbed_manifest(nodeLabel=side.node_label, slotsPerNode=2, resourcesPerSlot=slot)
+        create_in(cluster, side.namespace, testbed | {"metadata": {"name": "tb"}})
+
+    def ready() -> bool:
+        table = status_in(cluster, side.namespace, "testbed", "tb")
+        free = table.get("counts", {}).get("free") == 2
+        return table.get("state") == "Ready" and free and not table.get("scheduling")
+
+    wait_for(f"the Testbed in {side.namespace} Ready, both slots free, not held", ready, timeout=90)
+
+
+class Run:
+    """What one side showed of a run: every pod and Deployment as first seen (as created), the pods that ran and
+    their slots, and the application's ``state`` each time it changed."""
+
+    def __init__(self, cluster: LocalCluster, side: Side, application: Any, state: Callable[[Any], Any]) -> None:
+        self.side = side
+        self.first_seen: dict[str, dict[str, Any]] = {}
+        self.deployments: dict[str, dict[str, Any]] = {}
+        self.slot: dict[str, str] = {}
+        self.running: set[str] = set()
+        self.states: list[Any] = []
+        self.status: dict[str, Any] = {}
+        self._state = state
+        self._watchers = [
+            _Calls(cluster, side.namespace, Pod, self._pod),
+            _Calls(cluster, side.namespace, application, self._app),
+            _Calls(cluster, side.namespace, Deployment, self._deployment),
+        ]
+
+    def _pod(self, pod: Any) -> None:
+        body = pod.to_dict()
+        name = body["metadata"]["name"]
+        self.first_seen.setdefault(name, body)
+        if slot := (body["metadata"].get("labels") or {}).get(SLOT_LABEL):
+            self.slot[name] = slot
+        if (body.get("status") or {}).get("phase") == "Running":
+            self.running.add(name)
+
+    def _app(self, app: Any) -> None:
+        self.status = app.to_dict().get("status") or {}
+        state = self._state(self.status)
+        if not self.states or self.states[-1] != state:
+            self.states.append(state)
+
+    def _deployment(self, deployment: Any) -> None:
+        body = deployment.to_dict()
+        self.deployments.setdefault(body["metadata"]["name"], body)
+
+    def pods(self, label: str, value: str) -> dict[str, dict[str, Any]]:
+        """The pods seen whose ``label`` is ``value``, in the order they appeared."""
+        return {
+            name: body
+            for name, body in self.first_seen.items()
+            if (body["metadata"].get("labels") or {}).get(label) == value
+        }
+
+    def stop(self) -> None:
+        for watcher in self._watchers:
+            watcher.stop()
+
+
+class _Calls(Watcher[Any]):
+    def __init__(self, cluster: LocalCluster, namespace: str, kind: Any, call: Callable[[Any], None]) -> None:
+        self._call = call
+        super().__init__(cluster, namespace, kind)
+
+    def note(self, obj: Any) -> None:
+        self._call(obj)
+
+
+def owners_shape(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """An object's owner references without the uids (they differ by construction)."""
+    return [{k: v for k, v in ref.items() if k != "uid"} for ref in metadata.get("ownerReferences") or []]
+
+
+def pod_shape(side: Side, pod: dict[str, Any]) -> Any:
+    """What esi depends on in a pod, normalized (``Side.normalized``)."""
+    metadata, spec = pod["metadata"], pod["spec"]
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in SIM_ONLY_LABELS}
+    return side.normalized(
+        {
+            "name": metadata["name"],
+            "labels": labels,
+            "owners": owners_shape(metadata),
+            "resources": spec["containers"][0].get("resources"),
+            "schedulerName": spec.get("schedulerName"),
+            "priorityClassName": spec.get("priorityClassName"),
+            "affinity": spec.get("affinity"),
+            "tolerations": spec.get("tolerations"),
+            "nodeSelector": spec.get("nodeSelector"),
+        }
+    )

@@ -11,6 +11,10 @@ The BatchJob is what a user of the local cluster writes: the image, the JobManag
 ``flink`` with its Role) and size, and the job. Everything else — one TaskManager per slot, sized to it,
 placed into it, the TaskManager count pinned — is esi's.
 
+Each scenario also runs, at the same time, in a namespace of the simulator (``python -m sim``, a KWOK node as
+big as the real one): what esi depends on — the JobManager's Deployment, every pod's name, labels, owners,
+resources and placement fields, the FlinkDeployment's states — is compared between the two.
+
 The tests share the module's cluster: they are one xdist group.
 """
 
@@ -20,30 +24,38 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Pod
 
-from esi.objects.names import ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import ROLE_EXECUTOR, SLOT_LABEL
 from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
 from infra.flink_standin import start_standin
 from infra.flink_standin import unavailable_reason as standin_unavailable
-from infra.local_cluster import LocalCluster
+from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec
 from infra.real_node import unavailable_reason as real_nodes_unavailable
-from sim.crds import application_crds
+from sim.crds import FLINK, application_crds
 from tests.integration.kube import create_in, get_or_none, wait_for
 from tests.integration.real_stack import (
+    SIM_ONLY_LABELS,
     PodHistory,
     RealStack,
+    Run,
+    Side,
+    ensure_testbed,
     esi_with_a_real_node,
     example_flink_rbac,
+    owners_shape,
+    pod_shape,
     real_ghosts,
+    simulator_beside,
     status_in,
 )
-from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
+from tests.manifests import batchjob_manifest, scheduling_manifest
 
 if (reason := real_nodes_unavailable() or standin_unavailable()) is not None:
     pytest.skip(f"Flink on a real node: {reason}", allow_module_level=True)
@@ -54,6 +66,12 @@ NAMESPACE = "flink-jobs"
 NODE = "real-flink"
 NODE_LABEL = "esi.test/real-flink-testbed"
 SLOT = {"cpu": "500m", "memory": "1Gi"}
+SIM_NAMESPACE = "flink-sim"
+SIM_NODE = "kwok-flink"
+SIM_NODE_LABEL = "esi.test/sim-flink-testbed"
+SIM_RUNTIME = 30  # seconds a simulated run of a job the co-location table does not know lasts
+REAL = Side(NAMESPACE, NODE, NODE_LABEL)
+SIMULATED = Side(SIM_NAMESPACE, SIM_NODE, SIM_NODE_LABEL)
 
 
 RealFlink = RealStack
@@ -92,13 +110,15 @@ def status(flink: RealFlink, kind: str, name: str) -> dict[str, Any]:
     return status_in(flink.cluster, NAMESPACE, kind, name)
 
 
-def word_count_job(flink: RealFlink, name: str, *args: str) -> dict[str, Any]:
-    """A Flink BatchJob as a user of the local cluster writes it: Flink's WordCount example in the Flink image."""
+def word_count_job(flink: RealFlink, side: Side, name: str, *args: str) -> dict[str, Any]:
+    """A Flink BatchJob as a user of the local cluster writes it: Flink's WordCount example in the Flink image,
+    its JobManager on the side's node (the simulator's KWOK node is as big as the real one)."""
+    jobmanager_template = {"spec": {"nodeSelector": {"kubernetes.io/hostname": side.node}}}
     spec = {
         "image": flink.image,
         "imagePullPolicy": "Never",  # imported into the node: no registry is reachable
         "serviceAccount": "flink",
-        "jobManager": {"resource": {"cpu": 0.5, "memory": "1024m"}},
+        "jobManager": {"resource": {"cpu": 0.5, "memory": "1024m"}, "podTemplate": jobmanager_template},
         "job": {
             "jarURI": f"local://{FLINK_HOME}/{word_count_jar()}",
             "entryClass": WORD_COUNT_CLASS,
@@ -116,13 +136,12 @@ def scheduling(name: str, jobs: list[str]) -> dict[str, Any]:
     return body
 
 
-def free_testbed(flink: RealFlink) -> dict[int, str]:
-    """The Testbed ``tb`` (two slots on the real node), created if need be, once no Scheduling holds it and both
-    slots hold running ghosts."""
-    if not status(flink, "testbed", "tb"):
-        manifest = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
-        create_in(flink.cluster, NAMESPACE, manifest | {"metadata": {"name": "tb"}})
-    wait_for("no Scheduling holding the Testbed", lambda: not status(flink, "testbed", "tb").get("scheduling"), 120)
+def free_testbed(flink: RealFlink, side: Side) -> dict[int, str] | None:
+    """The side's Testbed ``tb`` (two slots on its node), created if need be, once no Scheduling holds it and both
+    slots are free; on the real node, the running ghosts by slot."""
+    ensure_testbed(flink.cluster, side, SLOT)
+    if side != REAL:
+        return None
     return wait_for("the Testbed Ready with two running ghosts", lambda: real_ghosts(flink, NAMESPACE), timeout=120)
 
 
@@ -149,27 +168,132 @@ class TaskManagerLogs:
         return counts
 
 
-def test_word_count_runs_in_its_slots_on_a_real_node(
-    real_flink: RealFlink, history: PodHistory, record_property: Callable[[str, object], None]
+# --- comparing the two sides ------------------------------------------------------------------------------
+
+# Job states a look every few seconds may or may not catch (Flink passes them within a second or two); the
+# stand-in writes whichever it sees.
+PASSING_STATES = frozenset({"INITIALIZING", "CREATED", "RESTARTING", "DEPLOYED_NOT_READY"})
+FlinkDeployment = create_namespaced_resource(FLINK.group, FLINK.version, FLINK.kind, FLINK.plural)
+
+
+@pytest.fixture(scope="module")
+def simulated(real_flink: RealFlink) -> RealFlink:
+    """Beside the stand-in: ``python -m sim`` for a namespace of its own, with the examples' ``flink`` account,
+    and a KWOK node as big as the real one, labelled for a Testbed there."""
+    node = NodeSpec(SIM_NODE, cpu="2", memory="3584Mi", labels={SIM_NODE_LABEL: "0"})
+    simulator_beside(real_flink.cluster, SIM_NAMESPACE, node, SIM_RUNTIME)
+    real_flink.cluster.kubectl("apply", "-f", "-", input_text=json.dumps(example_flink_rbac(SIM_NAMESPACE)))
+    return real_flink
+
+
+def flink_states(status: dict[str, Any]) -> tuple[str, str, str]:
+    job = status.get("jobStatus") or {}
+    return (status.get("lifecycleState", ""), status.get("jobManagerDeploymentStatus", ""), job.get("state", ""))
+
+
+def state_sequences(states: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    """Each status field's sequence of values, repeats and passing states left out."""
+    sequences: dict[str, list[str]] = {}
+    for index, field in enumerate(("lifecycleState", "jobManagerDeploymentStatus", "jobStatus.state")):
+        values = [state[index] for state in states if state[index] not in PASSING_STATES]
+        sequences[field] = [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+    return sequences
+
+
+def jobmanager_shape(side: Side, pod: dict[str, Any]) -> Any:
+    """``pod_shape`` of a JobManager pod, without what its ReplicaSet makes up (the pod's name, the template's
+    hash)."""
+    metadata = pod["metadata"]
+    labels = dict(metadata.get("labels") or {}, **{"pod-template-hash": "<hash>"})
+    owners = [dict(ref, name="<replicaset>") for ref in metadata.get("ownerReferences") or []]
+    return pod_shape(
+        side, {**pod, "metadata": {**metadata, "name": "<pod>", "labels": labels, "ownerReferences": owners}}
+    )
+
+
+def deployment_shape(side: Side, deployment: dict[str, Any]) -> Any:
+    metadata = deployment["metadata"]
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in SIM_ONLY_LABELS}
+    spec = deployment["spec"]
+    return side.normalized(
+        {
+            "name": metadata["name"],
+            "labels": labels,
+            "owners": owners_shape(metadata),
+            "replicas": spec.get("replicas"),
+            "selector": spec.get("selector"),
+        }
+    )
+
+
+def shapes(run: Run, application: str) -> dict[str, Any]:
+    side = run.side
+    taskmanagers = {n: b for n, b in run.pods("component", "taskmanager").items() if n.startswith(application)}
+    (jobmanager,) = (b for n, b in run.pods("component", "jobmanager").items() if n.startswith(application))
+    return {
+        "deployment": deployment_shape(side, run.deployments[application]),
+        "jobmanager": jobmanager_shape(side, jobmanager),
+        "taskmanagers": [pod_shape(side, taskmanagers[name]) for name in sorted(taskmanagers)],
+        "slots": sorted(str(run.slot.get(name)) for name in taskmanagers),
+        "states": state_sequences(run.states),
+        "status fields": sorted(run.status),
+        "jobStatus fields": sorted(run.status.get("jobStatus") or {}),
+    }
+
+
+def deployment_gone(flink: RealFlink, side: Side, name: str = "wordcount") -> Callable[[], bool]:
+    """Whether the JobManager's Deployment ``name`` on ``side`` is gone."""
+    return lambda: get_or_none(flink.client, Deployment, name, side.namespace) is None
+
+
+def runs_on_both_sides(flink: RealFlink) -> dict[Side, Run]:
+    return {side: Run(flink.cluster, side, FlinkDeployment, flink_states) for side in (REAL, SIMULATED)}
+
+
+# --- the scenarios ------------------------------------------------------------------------------------------
+
+
+def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
+    simulated: RealFlink, history: PodHistory, record_property: Callable[[str, object], None]
 ) -> None:
-    flink, cluster = real_flink, real_flink.cluster
-    ghosts = free_testbed(flink)
+    flink, cluster = simulated, simulated.cluster
+    ghosts = free_testbed(flink, REAL)
+    free_testbed(flink, SIMULATED)
+    runs = runs_on_both_sides(flink)
+    try:
+        for side in runs:
+            job = word_count_job(flink, side, "wordcount", "--execution-mode", "BATCH")
+            create_in(cluster, side.namespace, job)
+        start = time.monotonic()
+        for side in runs:
+            create_in(cluster, side.namespace, scheduling("wc", ["wordcount", "wordcount"]))
+        logs = TaskManagerLogs(flink.node, "wordcount")
 
-    create_in(cluster, NAMESPACE, word_count_job(flink, "wordcount", "--execution-mode", "BATCH"))
-    start = time.monotonic()
-    create_in(cluster, NAMESPACE, scheduling("wc", ["wordcount", "wordcount"]))
-    logs = TaskManagerLogs(flink.node, "wordcount")
+        def completed() -> bool:
+            logs.read()
+            return status(flink, "scheduling", "wc").get("state") == "Completed"
 
-    def completed() -> bool:
-        logs.read()
-        return status(flink, "scheduling", "wc").get("state") == "Completed"
-
-    wait_for("the Scheduling to complete", completed, timeout=360)
-
-    job = status(flink, "batchjob", "wordcount")
-    assert job["state"] == "Succeeded", job.get("message")
-    (run,) = job["runs"]
-    assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", [0, 1], [NODE])
+        wait_for("the Scheduling to complete", completed, timeout=360)
+        wait_for(
+            "the simulated Scheduling to complete",
+            lambda: status_in(cluster, SIM_NAMESPACE, "scheduling", "wc").get("state") == "Completed",
+            timeout=120,
+        )
+        for side in runs:
+            job = status_in(cluster, side.namespace, "batchjob", "wordcount")
+            assert job["state"] == "Succeeded", (side.namespace, job.get("message"))
+            (run,) = job["runs"]
+            assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", [0, 1], [side.node])
+            # The run is recorded, and its application cluster is gone: the JobManager and TaskManagers are
+            # deleted, the slots hold new ghosts.
+            wait_for(
+                f"the JobManager's Deployment in {side.namespace} to be deleted",
+                deployment_gone(flink, side),
+                timeout=120,
+            )
+    finally:
+        for recorder in runs.values():
+            recorder.stop()
 
     task_managers = history.with_role(ROLE_EXECUTOR)
     assert sorted(task_managers) == ["wordcount-taskmanager-1-1", "wordcount-taskmanager-1-2"], (
@@ -182,16 +306,12 @@ def test_word_count_runs_in_its_slots_on_a_real_node(
     assert not any("OOMKilled" in life.reasons for life in history.pods.values()), history.pods
     counts = logs.counts()
     assert counts.get("be", 0) >= 2, f"WordCount's output in the TaskManagers' logs: {counts}"
-
-    # The run is recorded, and its application cluster is gone: the JobManager and TaskManagers are deleted,
-    # the slots hold new ghosts, running again.
-    wait_for(
-        "the JobManager's Deployment to be deleted",
-        lambda: get_or_none(flink.client, Deployment, "wordcount", NAMESPACE) is None,
-        timeout=120,
-    )
     returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(flink, NAMESPACE), timeout=120)
+    assert ghosts is not None
     assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for a TaskManager"
+
+    assert runs[REAL].states[-1] == ("STABLE", "READY", "FINISHED"), runs[REAL].states
+    assert shapes(runs[SIMULATED], "wordcount") == shapes(runs[REAL], "wordcount")
 
     jobmanager = next(
         life
@@ -207,62 +327,94 @@ def test_word_count_runs_in_its_slots_on_a_real_node(
         f"    JobManager pod created -> TaskManager pods created (JVM start, job submitted inside): "
         f"{created - jobmanager.created:.1f} s,\n"
         f"    TaskManager pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
-        f"{placed - created:.1f} s",
+        f"{placed - created:.1f} s\n"
+        f"  FlinkDeployment (lifecycleState, jobManagerDeploymentStatus, jobStatus.state) as seen, real: "
+        f"{runs[REAL].states}\n  simulated: {runs[SIMULATED].states}",
     )
-    cluster.kubectl("delete", "scheduling", "wc", "-n", NAMESPACE)
+    for side in runs:
+        cluster.kubectl("delete", "scheduling", "wc", "-n", side.namespace)
 
 
-def test_a_killed_taskmanager_of_a_streaming_job_is_replaced_into_its_slot(
-    real_flink: RealFlink, history: PodHistory
+def test_a_killed_taskmanager_of_a_streaming_job_is_replaced_into_its_slot_as_the_simulator_does(
+    simulated: RealFlink, history: PodHistory
 ) -> None:
-    flink, cluster = real_flink, real_flink.cluster
-    free_testbed(flink)
-    # WordCount reading a directory and watching it for new files: a streaming job that runs until stopped.
-    job = word_count_job(flink, "streaming", "--input", f"{FLINK_HOME}/conf", "--discovery-interval", "5s")
+    flink, cluster = simulated, simulated.cluster
+    for side in (REAL, SIMULATED):
+        free_testbed(flink, side)
+    runs = runs_on_both_sides(flink)
+    killed: dict[Side, Killed] = {}
+    try:
+        for side in runs:
+            create_in(cluster, side.namespace, streaming_job(flink, side))
+            create_in(cluster, side.namespace, scheduling("stream", ["streaming", "streaming"]))
+        # The simulated side first: its run ends after SIM_RUNTIME, the real one runs until stopped.
+        for side in (SIMULATED, REAL):
+            killed[side] = kill_a_taskmanager(flink, side, runs[side])
+    finally:
+        for recorder in runs.values():
+            recorder.stop()
+        for side in runs:
+            # Stopping the Scheduling ends the run: the application cluster goes, the slots get their ghosts back.
+            cluster.kubectl("delete", "scheduling", "stream", "-n", side.namespace, "--wait=false")
+
+    real = killed[REAL]
+    assert real.replacement.startswith("streaming-taskmanager-"), "Flink's resource manager made it"
+    assert history.pods[real.replacement].node == NODE
+    assert history.refused() == {}, "the kubelet admitted every pod"
+    assert real.slots[real.victim] == real.slots[real.replacement], "the replacement took the killed one's slot"
+    simulated_ = killed[SIMULATED]
+    assert (simulated_.victim, simulated_.replacement) == (real.victim, real.replacement), "the same names"
+    assert simulated_.slots[simulated_.victim] == simulated_.slots[simulated_.replacement]
+    assert simulated_.states == real.states
+    assert simulated_.taskmanagers == real.taskmanagers
+
+    wait_for("the JobManager's Deployment to be deleted", deployment_gone(flink, REAL, "streaming"), timeout=120)
+    wait_for("real ghosts back in both slots", lambda: real_ghosts(flink, NAMESPACE), timeout=120)
+
+
+def streaming_job(flink: RealFlink, side: Side) -> dict[str, Any]:
+    """WordCount reading a directory and watching it for new files: a streaming job that runs until stopped."""
+    job = word_count_job(flink, side, "streaming", "--input", f"{FLINK_HOME}/conf", "--discovery-interval", "5s")
     # Without checkpoints a Flink job is not restarted when a TaskManager goes; this one is, as a user would set.
     job["spec"]["flinkSpec"]["flinkConfiguration"] = {
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": "5",
         "restart-strategy.fixed-delay.delay": "2 s",
     }
-    create_in(cluster, NAMESPACE, job)
-    create_in(cluster, NAMESPACE, scheduling("stream", ["streaming", "streaming"]))
+    return job
 
-    def running_in_slots() -> dict[str, int] | None:
-        """The running TaskManagers by name, with their slots, once both slots hold one and the job runs."""
-        if status(flink, "flinkdeployment", "streaming").get("jobStatus", {}).get("state") != "RUNNING":
+
+def kill_a_taskmanager(flink: RealFlink, side: Side, run: Run) -> Killed:
+    """Once the side's streaming job runs with a TaskManager in each slot, kill the first; what followed, once a
+    replacement runs in a slot."""
+
+    def running_in_slots() -> dict[str, str] | None:
+        found = status_in(flink.cluster, side.namespace, "flinkdeployment", "streaming")
+        if found.get("jobStatus", {}).get("state") != "RUNNING":
             return None
-        running = {}
-        for pod in flink.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_EXECUTOR}):
-            assert pod.metadata is not None
-            assert pod.status is not None
-            labels = pod.metadata.labels or {}
-            live = pod.status.phase == "Running" and pod.metadata.deletionTimestamp is None
-            if live and str(pod.metadata.name).startswith("streaming-") and SLOT_LABEL in labels:
-                running[str(pod.metadata.name)] = int(labels[SLOT_LABEL])
-        return running if sorted(running.values()) == [0, 1] else None
+        running = {name: run.slot.get(name, "") for name in run.pods("component", "taskmanager") if name in run.running}
+        live = {name: slot for name, slot in running.items() if name not in gone}
+        return live if sorted(live.values()) == ["0", "1"] else None
 
-    before = wait_for("the streaming job running in both slots", running_in_slots, timeout=240)
-    victim, slot = sorted(before.items())[0]
-    cluster.kubectl("delete", "pod", victim, "-n", NAMESPACE, "--grace-period=0", "--force", "--wait=false")
-
-    def replaced() -> dict[str, int] | None:
-        now = running_in_slots()
-        return now if now is not None and victim not in now else None
-
-    after = wait_for("a replacement TaskManager running in the freed slot", replaced, timeout=240)
+    gone: set[str] = set()
+    before = wait_for(f"the streaming job in {side.namespace} running in both slots", running_in_slots, 240)
+    victim = sorted(before)[0]
+    flink.cluster.kubectl("delete", "pod", victim, "-n", side.namespace, "--grace-period=0", "--force", "--wait=false")
+    gone.add(victim)
+    after = wait_for(f"a replacement TaskManager in {side.namespace} running in a slot", running_in_slots, 240)
     (replacement,) = set(after) - set(before)
-    assert after[replacement] == slot, f"{replacement} went to slot {after[replacement]}, not {victim}'s {slot}"
-    assert replacement.startswith("streaming-taskmanager-"), "Flink's resource manager made it"
-    assert history.pods[replacement].node == NODE
-    assert history.refused() == {}, "the kubelet admitted every pod"
-    assert status(flink, "batchjob", "streaming")["state"] == "Running"
+    taskmanagers = run.pods("component", "taskmanager")
+    shapes = [pod_shape(side, taskmanagers[name]) for name in sorted(taskmanagers)]
+    return Killed(victim, replacement, {**before, **after}, state_sequences(run.states), shapes)
 
-    # Stopping the Scheduling ends the run: the application cluster goes and the slots get their ghosts back.
-    cluster.kubectl("delete", "scheduling", "stream", "-n", NAMESPACE, "--wait=false")
-    wait_for(
-        "the JobManager's Deployment to be deleted",
-        lambda: get_or_none(flink.client, Deployment, "streaming", NAMESPACE) is None,
-        timeout=120,
-    )
-    wait_for("real ghosts back in both slots", lambda: real_ghosts(flink, NAMESPACE), timeout=120)
+
+@dataclass(frozen=True)
+class Killed:
+    """A TaskManager killed and its replacement: their names, every TaskManager's slot, the FlinkDeployment's
+    states and the TaskManagers' shapes until then."""
+
+    victim: str
+    replacement: str
+    slots: dict[str, str]
+    states: dict[str, list[str]]
+    taskmanagers: list[Any]

@@ -25,12 +25,9 @@ pytest-xdist would give each of them a cluster of its own on another worker.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -47,9 +44,20 @@ from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_v
 from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from sim.crds import FLINK, application_crds
-from sim.names import APP_UID_LABEL
-from tests.integration.kube import Watcher, create_in, ensure_process, get_or_none, namespace_manifest, wait_for
-from tests.integration.real_stack import PodHistory, PodLife, RealStack, esi_with_a_real_node, real_ghosts, status_in
+from tests.integration.kube import create_in, get_or_none, wait_for
+from tests.integration.real_stack import (
+    PodHistory,
+    PodLife,
+    RealStack,
+    Run,
+    Side,
+    ensure_testbed,
+    esi_with_a_real_node,
+    pod_shape,
+    real_ghosts,
+    simulator_beside,
+    status_in,
+)
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
 if (reason := real_nodes_unavailable() or spark_operator_unavailable()) is not None:
@@ -285,7 +293,7 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
     replaced into its slot (the kubelet admits every one), until Spark's driver gives up; the run fails with
     the reason and is retried per the Scheduling's spec.retry."""
     spark, cluster = real_spark, real_spark.cluster
-    ensure_testbed(spark, REAL)
+    ensure_testbed(spark.cluster, REAL, SLOT)
     job = sparkpi_job(spark, "badexec")
     job["spec"]["sparkSpec"]["sparkConf"] |= {
         "spark.executorEnv.JAVA_HOME": "/no/such/java",
@@ -319,10 +327,9 @@ SIM_NODE_LABEL = "esi.test/sim-testbed"
 SIM_RUNTIME = 30  # seconds a simulated run of a job the co-location table does not know lasts
 # A run long enough to lose an executor in: 8 partitions of 3 s each, two at a time.
 LONG_PI = ["8", "3000"]
-# Labels only the simulator puts on pods: how it finds an application's pods (a real operator asks Spark).
-SIM_ONLY_LABELS = frozenset({APP_UID_LABEL})
-HEX = re.compile(r"[0-9a-f]{8,}(?:-[0-9a-f]{4,})*")
 SparkApplication = create_namespaced_resource(SPARK.group, SPARK.version, SPARK.kind, SPARK.plural)
+REAL = Side(NAMESPACE, NODE, NODE_LABEL)
+SIMULATED = Side(SIM_NAMESPACE, SIM_NODE, SIM_NODE_LABEL)
 
 
 @pytest.fixture(scope="module")
@@ -330,93 +337,19 @@ def simulated(real_spark: RealSpark) -> RealSpark:
     """Beside the real operator: ``python -m sim`` for a namespace of its own, and a KWOK node as big as the real
     one, labelled for a Testbed there."""
     cluster = real_spark.cluster
-    create_in(cluster, SIM_NAMESPACE, namespace_manifest(SIM_NAMESPACE).to_dict())
-    rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(SIM_NAMESPACE)}
-    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
     # The simulator also handles FlinkDeployments; the SparkApplication CRD stays the real operator's.
     flink = [c for c in application_crds() if c["metadata"]["name"] == FLINK.crd_name]
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": flink}))
     cluster.wait_for_crds([FLINK.crd_name])
-    cluster.add_nodes([NodeSpec(SIM_NODE, cpu="2", memory="3584Mi", labels={SIM_NODE_LABEL: "0"})])
-    argv = [sys.executable, "-m", "sim", f"--kubeconfig={cluster.kubeconfig}", f"--namespace={SIM_NAMESPACE}"]
-    argv.append(f"--default-runtime={SIM_RUNTIME}")
-    ensure_process(cluster, "esi-sim", lambda port: [*argv, f"--liveness=http://127.0.0.1:{port}/healthz"])
+    node = NodeSpec(SIM_NODE, cpu="2", memory="3584Mi", labels={SIM_NODE_LABEL: "0"})
+    simulator_beside(cluster, SIM_NAMESPACE, node, SIM_RUNTIME)
+    rbac = {"apiVersion": "v1", "kind": "List", "items": driver_rbac(SIM_NAMESPACE)}
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(rbac))
     return real_spark
 
 
-@dataclass(frozen=True)
-class Side:
-    """One of the two runs compared: its namespace, the node its Testbed's slots are on and the node's label."""
-
-    namespace: str
-    node: str
-    node_label: str
-
-    def normalized(self, value: Any) -> Any:
-        """``value`` with what differs between the two sides by construction (namespace, node, label, ids and
-        uids) replaced by placeholders."""
-        text = json.dumps(value, sort_keys=True)
-        for actual, placeholder in (
-            (self.namespace, "<namespace>"),
-            (self.node_label, "<label>"),
-            (self.node, "<node>"),
-        ):
-            text = text.replace(actual, placeholder)
-        return json.loads(HEX.sub("<hex>", text))
-
-
-REAL = Side(NAMESPACE, NODE, NODE_LABEL)
-SIMULATED = Side(SIM_NAMESPACE, SIM_NODE, SIM_NODE_LABEL)
-
-
-class Run:
-    """What one side showed of a run: every pod as first seen (as created) and when it ran, and the sequence of
-    the application's states."""
-
-    def __init__(self, cluster: LocalCluster, side: Side) -> None:
-        self.side = side
-        self.first_seen: dict[str, dict[str, Any]] = {}
-        self.slot: dict[str, str] = {}
-        self.running: set[str] = set()
-        self.states: list[str] = []
-        self.status: dict[str, Any] = {}
-        self._pods = _Calls(cluster, side.namespace, Pod, self._pod)
-        self._apps = _Calls(cluster, side.namespace, SparkApplication, self._app)
-
-    def _pod(self, pod: Any) -> None:
-        body = pod.to_dict()
-        name = body["metadata"]["name"]
-        self.first_seen.setdefault(name, body)
-        if slot := (body["metadata"].get("labels") or {}).get(SLOT_LABEL):
-            self.slot[name] = slot
-        if (body.get("status") or {}).get("phase") == "Running":
-            self.running.add(name)
-
-    def _app(self, app: Any) -> None:
-        self.status = app.to_dict().get("status") or {}
-        state = (self.status.get("applicationState") or {}).get("state", "")
-        if not self.states or self.states[-1] != state:
-            self.states.append(state)
-
-    def pods(self, role: str) -> dict[str, dict[str, Any]]:
-        return {
-            name: body
-            for name, body in self.first_seen.items()
-            if (body["metadata"].get("labels") or {}).get("spark-role") == role
-        }
-
-    def stop(self) -> None:
-        self._pods.stop()
-        self._apps.stop()
-
-
-class _Calls(Watcher[Any]):
-    def __init__(self, cluster: LocalCluster, namespace: str, kind: Any, call: Callable[[Any], None]) -> None:
-        self._call = call
-        super().__init__(cluster, namespace, kind)
-
-    def note(self, obj: Any) -> None:
-        self._call(obj)
+def application_state(status: dict[str, Any]) -> str:
+    return str((status.get("applicationState") or {}).get("state", ""))
 
 
 def name_shape(name: str) -> str:
@@ -425,47 +358,20 @@ def name_shape(name: str) -> str:
     return "<prefix>-exec-" + name.rpartition("-exec-")[2] if "-exec-" in name else name
 
 
-def pod_shape(side: Side, pod: dict[str, Any]) -> Any:
-    """What esi depends on in a pod, normalized (``Side.normalized``)."""
-    metadata, spec = pod["metadata"], pod["spec"]
-    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k not in SIM_ONLY_LABELS}
-    if labels.get("spark-role") == "executor":  # the name the program gives itself, which sim cannot know
+def spark_pod_shape(side: Side, pod: dict[str, Any]) -> Any:
+    """``pod_shape`` with what Spark takes from the program's own name, which sim cannot know, left out."""
+    metadata = dict(pod["metadata"], name=name_shape(pod["metadata"]["name"]))
+    labels = dict(metadata.get("labels") or {})
+    if labels.get("spark-role") == "executor":
         labels["spark-app-name"] = "<program>"
-    owners = [{k: v for k, v in ref.items() if k != "uid"} for ref in metadata.get("ownerReferences") or []]
-    return side.normalized(
-        {
-            "name": name_shape(metadata["name"]),
-            "labels": labels,
-            "owners": owners,
-            "resources": spec["containers"][0].get("resources"),
-            "schedulerName": spec.get("schedulerName"),
-            "priorityClassName": spec.get("priorityClassName"),
-            "affinity": spec.get("affinity"),
-            "tolerations": spec.get("tolerations"),
-            "nodeSelector": spec.get("nodeSelector"),
-        }
-    )
-
-
-def ensure_testbed(spark: RealSpark, side: Side) -> None:
-    """Testbed ``tb`` of two slots on the side's node, Ready with both slots free and held by no Scheduling."""
-    if not spark.cluster.kubectl("get", "-n", side.namespace, "testbed", "tb", "--ignore-not-found", "-o", "name"):
-        testbed = testbed_manifest(nodeLabel=side.node_label, slotsPerNode=2, resourcesPerSlot=SLOT)
-        create_in(spark.cluster, side.namespace, testbed | {"metadata": {"name": "tb"}})
-
-    def ready() -> bool:
-        table = status_in(spark.cluster, side.namespace, "testbed", "tb")
-        free = table.get("counts", {}).get("free") == 2
-        return table.get("state") == "Ready" and free and not table.get("scheduling")
-
-    wait_for(f"the Testbed in {side.namespace} Ready, both slots free, not held", ready, timeout=90)
+    return pod_shape(side, {**pod, "metadata": {**metadata, "labels": labels}})
 
 
 def lose_an_executor(spark: RealSpark, run: Run) -> str:
     """Once both executors run, delete the first (as a node's failure or an eviction would); its name."""
 
     def both_running() -> list[str] | None:
-        names = sorted(n for n in run.pods("executor") if n in run.running)
+        names = sorted(n for n in run.pods("spark-role", "executor") if n in run.running)
         return names if len(names) == 2 else None
 
     lost = wait_for(f"both executors running in {run.side.namespace}", both_running, timeout=240)[0]
@@ -480,8 +386,8 @@ def test_the_simulator_runs_a_spark_job_as_the_real_operator_and_spark_do(simula
         lost = {}
         # One side after the other: a simulated run lasts SIM_RUNTIME, and the real side may take longer to start.
         for side in (REAL, SIMULATED):
-            ensure_testbed(spark, side)
-            runs[side] = Run(cluster, side)
+            ensure_testbed(spark.cluster, side, SLOT)
+            runs[side] = Run(cluster, side, SparkApplication, application_state)
             job = sparkpi_job(spark, "conform", arguments=LONG_PI, driver_node=side.node)
             create_in(cluster, side.namespace, job)
             create_in(cluster, side.namespace, scheduling("conform", ["conform", "conform"]))  # two slots
@@ -500,15 +406,15 @@ def test_the_simulator_runs_a_spark_job_as_the_real_operator_and_spark_do(simula
     for side, run in runs.items():
         job = status_in(cluster, side.namespace, "batchjob", "conform")
         assert job["state"] == "Succeeded", (side.namespace, job.get("message"))
-        executors = run.pods("executor")  # as they appeared
+        executors = run.pods("spark-role", "executor")  # as they appeared
         assert len(executors) == 3, (side.namespace, list(executors))
         *_, replacement = executors
         assert replacement in run.running, f"the replacement executor {replacement} ran"
         assert run.slot[replacement] == run.slot[lost[side]], "the replacement took the lost executor's slot"
-        (driver,) = run.pods("driver").values()
+        (driver,) = run.pods("spark-role", "driver").values()
         shapes[side] = {
-            "driver": pod_shape(side, driver),
-            "executors": [pod_shape(side, body) for body in executors.values()],
+            "driver": spark_pod_shape(side, driver),
+            "executors": [spark_pod_shape(side, body) for body in executors.values()],
             "states": run.states,
             "executorState": {name_shape(name): state for name, state in run.status["executorState"].items()},
             "status fields": sorted(run.status),

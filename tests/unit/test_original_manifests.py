@@ -14,7 +14,7 @@ from esi.resources.batchjob import BatchJob
 from esi.resources.flink_cluster import flink_jar_uri
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import SchedulingSpec, testbed_field, testbed_name
-from sim.pods import flink_jobmanager_pod
+from sim.pods import flink_jobmanager_deployment
 from tests.manifests import ORIGINAL_FLINK, batchjob_manifest, read
 from tests.original_manifests import ORIGINAL, Original
 
@@ -146,7 +146,8 @@ def test_an_original_flink_job_runs_as_a_flinkdeployment_the_simulator_runs() ->
     slots = SlotAssignment("tb", "slots", ("0", "1"), (0, 1), Quantity("1"), Quantity("1Gi"))
 
     app = application_manifest(job, slots, namespace="ns", uid="uid-of-the-batchjob")
-    pod = flink_jobmanager_pod(app | {"metadata": app["metadata"] | {"uid": "uid-of-the-deployment"}})
+    deployment = flink_jobmanager_deployment(app | {"metadata": app["metadata"] | {"uid": "uid-of-the-deployment"}})
+    pod = deployment["spec"]["template"]
 
     assert (app["kind"], app["spec"]["job"]["jarURI"]) == (
         "FlinkDeployment",

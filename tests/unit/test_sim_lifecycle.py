@@ -14,6 +14,7 @@ import pytest
 from esi.objects.names import ATTEMPT_ANNOTATION
 from sim.lifecycle import (
     Annotate,
+    CreateDeployment,
     CreatePod,
     Decision,
     DeletePod,
@@ -25,24 +26,27 @@ from sim.lifecycle import (
     decide,
     rejected,
 )
-from sim.names import COLOCATED_ANNOTATION, ENDS_AT_ANNOTATION, FAILURE_ANNOTATION
-from sim.pods import NodeExecutor, PodView, node_executor, pod_view
+from sim.names import COLOCATED_ANNOTATION, ENDS_AT_ANNOTATION, FAILURE_ANNOTATION, TASKMANAGERS_ANNOTATION
+from sim.pods import DeploymentView, NodeExecutor, PodRole, PodView, node_executor, pod_view
 from sim.runtime import InterferenceModel
-from tests.unit.test_sim_pods import esi_executor, flink_app, spark_app
+from tests.unit.test_sim_pods import esi_executor, flink_app, replica_pod, spark_app
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+MILLIS = str(int(NOW.timestamp() * 1000))
 TABLE = "job,colocated_with,mean_runtime_s,samples\nbatchjob-spark,batchjob-flink,70,4\n"
 SETTINGS = SimSettings(InterferenceModel.from_csv(TABLE, bases={"batchjob-spark": 50}, time_scale=0.1))
 
 
 class World:
-    """A stand-in for the cluster: applies decisions as the API server would, binds and runs pods as the
-    kube-scheduler and KWOK would, and lets time pass."""
+    """A stand-in for the cluster: applies decisions as the API server would, makes a Deployment's pod as its
+    ReplicaSet would, binds and runs pods as the kube-scheduler and KWOK would, and lets time pass."""
 
     def __init__(self, app: dict[str, Any], settings: SimSettings = SETTINGS) -> None:
         self.app = copy.deepcopy(app)
         self.settings = settings
         self.pods: dict[str, PodView] = {}
+        self.deployments: dict[str, DeploymentView] = {}
+        self.over: set[str] = set()  # uids of other applications whose run is over
         self.others: dict[str, list[NodeExecutor]] = {}  # other applications' executors, by node
         self.now = NOW
 
@@ -62,7 +66,10 @@ class World:
             held = node_executor(pod)
             if held is not None:
                 nodes.setdefault(held[0], []).append(held[1])
-        return Observation(self.app, list(self.pods.values()), nodes, self.now)
+        deployments = list(self.deployments.values())
+        return Observation(
+            self.app, list(self.pods.values()), nodes, self.now, deployments=deployments, over=self.over.__contains__
+        )
 
     def decide(self) -> Decision:
         return decide(self.observation(), self.settings)
@@ -70,11 +77,12 @@ class World:
     def apply(self, decision: Decision) -> Decision:
         for action in decision.actions:
             if isinstance(action, CreatePod):
-                manifest = action.manifest
-                uid = f"uid-{manifest['metadata']['name']}"
-                view = pod_view({**manifest, "metadata": {**manifest["metadata"], "uid": uid}})
-                assert view is not None
-                self.pods[view.name] = view
+                self._create_pod(action.manifest)
+            elif isinstance(action, CreateDeployment):
+                name = action.manifest["metadata"]["name"]
+                if name not in self.deployments:
+                    self.deployments[name] = DeploymentView(name, f"uid-{name}", self.app["metadata"]["uid"])
+                    self._create_pod(replica_pod(action.manifest))
             elif isinstance(action, DeletePod):
                 del self.pods[action.name]
             elif isinstance(action, EndPod):
@@ -84,6 +92,19 @@ class World:
             elif isinstance(action, WriteStatus):
                 self.app["status"] = copy.deepcopy(action.status)
         return decision
+
+    def _create_pod(self, manifest: dict[str, Any]) -> None:
+        uid = f"uid-{manifest['metadata']['name']}"
+        view = pod_view({**manifest, "metadata": {**manifest["metadata"], "uid": uid}})
+        assert view is not None
+        self.pods[view.name] = view
+
+    def delete_deployment(self) -> None:
+        """The JobManager's Deployment deleted: the garbage collector takes its pods (JobManager, TaskManagers)."""
+        self.deployments.clear()
+        self.pods = {
+            name: pod for name, pod in self.pods.items() if pod.role not in (PodRole.JOBMANAGER, PodRole.TASKMANAGER)
+        }
 
     def step(self) -> Decision:
         return self.apply(self.decide())
@@ -272,7 +293,9 @@ def test_failure_injection_by_attempt(attempt: str | None, fail_attempts: str | 
         assert flink.status["lifecycleState"] == "FAILED"
         assert "simulated failure" in json.loads(flink.status["error"])["message"]
     assert [p.role.value for p in spark.pods.values()] == ["driver"]
-    assert flink.pods == {}
+    # The operator keeps a finished application's cluster until the FlinkDeployment is deleted.
+    assert sorted(p.role.value for p in flink.pods.values()) == ["jobmanager", "taskmanager"]
+    assert flink.step().actions == ()
 
 
 @pytest.mark.parametrize(("rate", "fails"), [(1.0, True), (0.0, False)])
@@ -446,42 +469,57 @@ def test_a_flink_deployment_is_deployed_runs_and_finishes() -> None:
     world.step()
     assert world.status == {
         "lifecycleState": "CREATED",
-        "jobManagerDeploymentStatus": "MISSING",
-        "jobStatus": {"jobName": "wordcount-flink", "jobId": "2eac75d157484ea9916f3864a74902f2"},
+        "jobManagerDeploymentStatus": "DEPLOYING",
+        "jobStatus": {"state": "RECONCILING", "updateTime": MILLIS},
     }
     assert world.pods == {}
 
-    world.step()
+    deployed = world.step()
+    assert kinds(deployed) == ["CreateDeployment", "WriteStatus"]
     assert (world.status["lifecycleState"], world.status["jobManagerDeploymentStatus"]) == ("DEPLOYED", "DEPLOYING")
-    assert world.status["jobStatus"]["state"] == "CREATED"
-    assert list(world.pods) == ["wordcount-flink-2eac75d157-484ea"]
+    assert world.status["jobStatus"]["state"] == "RECONCILING"
+    assert list(world.deployments) == ["wordcount-flink"]
+    (jobmanager,) = world.pods.values()
+    assert jobmanager.role is PodRole.JOBMANAGER
+
+    world.step()
+    assert world.status["jobManagerDeploymentStatus"] == "DEPLOYED_NOT_READY"  # its pod does not run yet
+    assert world.step().actions == ()
 
     world.run_pods()
     world.step()
     assert world.status["jobManagerDeploymentStatus"] == "READY"
+    assert world.status["lifecycleState"] == "STABLE"
+    assert world.status["jobStatus"] == {
+        "state": "RUNNING",
+        "updateTime": MILLIS,
+        "jobName": "wordcount-flink",
+        "jobId": "2eac75d157484ea9916f3864a74902f2",
+        "startTime": MILLIS,
+    }
     assert sorted(world.pods)[1:] == ["wordcount-flink-taskmanager-1-1", "wordcount-flink-taskmanager-1-2"]
-    assert world.status["jobStatus"]["state"] == "CREATED"
+    assert RunPlan.of(world.annotations) is None  # the TaskManagers do not run yet
 
     world.run_pods()
     world.step()
-    assert world.status["lifecycleState"] == "STABLE"
-    assert world.status["jobStatus"]["state"] == "RUNNING"
-    assert world.status["jobStatus"]["startTime"] == str(int(NOW.timestamp() * 1000))
     plan = RunPlan.of(world.annotations)
     assert plan is not None
     assert plan.ends_at == NOW + timedelta(seconds=6)  # batchjob-flink is unknown: the default 60 s x 0.1
+    assert world.annotations[TASKMANAGERS_ANNOTATION] == "1,2"
 
     world.pass_time(plan.ends_at)
     world.step()
     assert world.status["jobStatus"]["state"] == "FINISHED"
-    assert world.status["jobManagerDeploymentStatus"] == "MISSING"
+    assert world.status["jobManagerDeploymentStatus"] == "READY"
     assert world.status["lifecycleState"] == "STABLE"
     assert "error" not in world.status
-    assert world.pods == {}
+    assert len(world.pods) == 3, "the application cluster stays until the FlinkDeployment is deleted"
     assert world.step().actions == ()
+    world.delete_deployment()
+    assert world.step().actions == (), "a finished job's cluster is not deployed again"
 
 
-def test_a_lost_taskmanager_fails_the_job() -> None:
+def test_a_lost_taskmanager_fails_a_job_that_does_not_restart() -> None:
     world = World(flink_job())
     world.settle()
 
@@ -492,7 +530,79 @@ def test_a_lost_taskmanager_fails_the_job() -> None:
     assert world.status["jobStatus"]["state"] == "FAILED"
     message = json.loads(world.status["error"])["message"]
     assert message == "TaskManager lost: wordcount-flink-taskmanager-1-1 failed"
-    assert world.pods == {}
+    assert "wordcount-flink-taskmanager-1-1" in world.pods, "the cluster stays as it is"
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        pytest.param({"restart-strategy.type": "fixed-delay"}, id="fixed delay"),
+        pytest.param({"restart-strategy.type": "exponentialdelay"}, id="exponential delay"),
+        pytest.param({"execution.checkpointing.interval": "10 s"}, id="checkpointing on, strategy unset"),
+    ],
+)
+def test_a_lost_taskmanager_of_a_restarting_job_is_replaced_under_a_new_number(conf: dict[str, str]) -> None:
+    app = flink_job()
+    app["spec"]["flinkConfiguration"] = conf
+    world = World(app)
+    world.settle()
+    plan = RunPlan.of(world.annotations)
+
+    del world.pods["wordcount-flink-taskmanager-1-2"]
+    replaced = world.step()
+
+    assert kinds(replaced) == ["CreatePod"]
+    assert sorted(n for n, p in world.pods.items() if p.role is PodRole.TASKMANAGER) == [
+        "wordcount-flink-taskmanager-1-1",
+        "wordcount-flink-taskmanager-1-3",
+    ]
+    assert world.status["jobStatus"]["state"] == "RUNNING"
+    assert RunPlan.of(world.annotations) == plan, "the run goes on"
+    world.settle()
+    assert world.annotations[TASKMANAGERS_ANNOTATION] == "1,2,3"
+
+    del world.pods["wordcount-flink-taskmanager-1-3"]
+    world.step()
+    assert "wordcount-flink-taskmanager-1-4" in world.pods, "no number is used twice"
+
+
+def test_a_taskmanager_lost_before_the_run_started_is_replaced() -> None:
+    world = World(flink_job())
+    world.step()
+    world.step()
+    world.run_pods()  # the JobManager
+    world.step()  # asks for the TaskManagers
+    world.step()  # sees them, pending
+    assert world.annotations.get(TASKMANAGERS_ANNOTATION) == "1,2"
+    assert all(p.phase == "Pending" for p in world.pods.values() if p.role is PodRole.TASKMANAGER)
+
+    del world.pods["wordcount-flink-taskmanager-1-1"]
+    world.step()
+
+    assert "wordcount-flink-taskmanager-1-3" in world.pods
+    assert world.status["jobStatus"]["state"] == "RUNNING"
+
+
+def test_a_jobmanager_deployment_deleted_before_the_job_ended_is_deployed_again() -> None:
+    world = World(flink_job())
+    world.settle()
+
+    world.delete_deployment()
+    redeployed = world.step()
+
+    assert kinds(redeployed)[0] == "CreateDeployment"
+    assert list(world.deployments) == ["wordcount-flink"]
+
+
+def test_executors_of_a_run_that_is_over_do_not_slow_a_new_run_down() -> None:
+    world = World(flink_job())
+    world.others = {"n0": [NodeExecutor("finished", "batchjob-spark")]}
+    world.over = {"finished"}
+    world.settle()
+
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert plan.colocated == ()
 
 
 def test_a_job_arriving_next_to_a_running_flink_job_slows_it_down() -> None:

@@ -13,11 +13,15 @@ from esi.objects.names import JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
 from esi.resources.quantity import Quantity
 from sim.names import APP_UID_LABEL
 from sim.pods import (
+    DeploymentView,
     NodeExecutor,
     PodRole,
     PodView,
-    flink_jobmanager_pod,
-    flink_taskmanager_names,
+    deployment_view,
+    flink_jobmanager_deployment,
+    flink_taskmanager_count,
+    flink_taskmanager_name,
+    flink_taskmanager_number,
     flink_taskmanager_pod,
     node_executor,
     pod_view,
@@ -315,26 +319,46 @@ def test_a_spark_memory_size_spark_refuses_is_refused_naming_the_field(text: str
 # --- Flink ------------------------------------------------------------------------------------------------
 
 
-def test_the_flink_jobmanager_is_owned_by_its_deployment() -> None:
+def replica_pod(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The pod a Deployment's ReplicaSet makes from its template."""
+    template = deployment["spec"]["template"]
+    name = f"{deployment['metadata']['name']}-5d8f7c9b4-x2x7q"
+    metadata = {**template["metadata"], "name": name, "namespace": deployment["metadata"]["namespace"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+def test_the_flink_jobmanager_runs_in_a_deployment_owned_by_its_flink_deployment() -> None:
     app = flink_app(jobManager={"resource": {"cpu": 0.5, "memory": "1024m"}})
 
-    pod = flink_jobmanager_pod(app)
+    deployment = flink_jobmanager_deployment(app)
 
-    assert pod["metadata"]["name"] == "wordcount-flink-2eac75d157-484ea"
-    assert pod["metadata"]["labels"] == {
-        "app": "wordcount-flink",
-        "component": "jobmanager",
-        "type": "flink-native-kubernetes",
-        APP_UID_LABEL: FLINK_UID,
-    }
-    (owner,) = pod["metadata"]["ownerReferences"]
-    assert (owner["apiVersion"], owner["kind"], owner["uid"]) == (
-        "flink.apache.org/v1beta1",
-        "FlinkDeployment",
-        FLINK_UID,
-    )
+    flink_labels = {"app": "wordcount-flink", "component": "jobmanager", "type": "flink-native-kubernetes"}
+    assert deployment["metadata"]["name"] == "wordcount-flink"
+    assert deployment["metadata"]["labels"] == {**flink_labels, APP_UID_LABEL: FLINK_UID}
+    assert deployment["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "flink.apache.org/v1beta1",
+            "kind": "FlinkDeployment",
+            "name": "wordcount-flink",
+            "uid": FLINK_UID,
+            "controller": False,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["selector"] == {"matchLabels": flink_labels}
+    pod = replica_pod(deployment)
+    assert pod["metadata"]["labels"] == {**flink_labels, APP_UID_LABEL: FLINK_UID}
     assert resources(pod) == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
+    assert pod["spec"]["restartPolicy"] == "Always"
     assert "schedulerName" not in pod["spec"]
+    view = pod_view(pod)
+    assert view is not None
+    assert view.role is PodRole.JOBMANAGER
+    assert deployment_view({**deployment, "metadata": {**deployment["metadata"], "uid": "d1"}}) == DeploymentView(
+        "wordcount-flink", "d1", FLINK_UID
+    )
+    assert deployment_view({"metadata": {"name": "someone-elses"}}) is None
 
 
 def test_flink_taskmanagers_merge_their_template_over_the_common_one() -> None:
@@ -355,12 +379,14 @@ def test_flink_taskmanagers_merge_their_template_over_the_common_one() -> None:
         podTemplate=common,
         taskManager={"replicas": 2, "resource": {"cpu": 0.7, "memory": "896m"}, "podTemplate": own},
     )
-    jobmanager = running_view(flink_jobmanager_pod(app))
+    deployment = DeploymentView("wordcount-flink", "d1", FLINK_UID)
 
-    pods = [flink_taskmanager_pod(app, n, jobmanager) for n in (1, 2)]
+    pods = [flink_taskmanager_pod(app, n, deployment) for n in (1, 2)]
 
-    assert [p["metadata"]["name"] for p in pods] == flink_taskmanager_names(app)
-    assert flink_taskmanager_names(app) == ["wordcount-flink-taskmanager-1-1", "wordcount-flink-taskmanager-1-2"]
+    assert [p["metadata"]["name"] for p in pods] == [
+        "wordcount-flink-taskmanager-1-1",
+        "wordcount-flink-taskmanager-1-2",
+    ]
     for pod in pods:
         labels = pod["metadata"]["labels"]
         assert labels.items() >= {**ESI_LABELS, "team": "a", "tier": "taskmanager"}.items()
@@ -370,7 +396,14 @@ def test_flink_taskmanagers_merge_their_template_over_the_common_one() -> None:
             "flink-native-kubernetes",
         )
         (owner,) = pod["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", jobmanager.name, jobmanager.uid)
+        assert owner == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "wordcount-flink",
+            "uid": "d1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
         assert resources(pod) == {
             "requests": {"cpu": "700m", "memory": "896Mi"},
             "limits": {"cpu": "700m", "memory": "896Mi"},
@@ -382,6 +415,14 @@ def test_flink_taskmanagers_merge_their_template_over_the_common_one() -> None:
         assert spec["nodeSelector"] == {"disk": "hdd"}
         assert spec["tolerations"] == [{"operator": "Exists"}]
         assert spec["serviceAccountName"] == "flink"
+        assert spec["restartPolicy"] == "Never"
+
+
+def test_taskmanager_names_and_numbers() -> None:
+    assert flink_taskmanager_name("wc", 12) == "wc-taskmanager-1-12"
+    assert flink_taskmanager_number("wc", "wc-taskmanager-1-12") == 12
+    assert flink_taskmanager_number("wc", "wc-2-taskmanager-1-12") is None
+    assert flink_taskmanager_number("wc", "wc-taskmanager-1-x") is None
 
 
 @pytest.mark.parametrize(
@@ -398,7 +439,7 @@ def test_how_many_taskmanagers(
 ) -> None:
     app = flink_app(taskManager=task_manager, flinkConfiguration=configuration, job={"jarURI": "x", **job})
 
-    assert len(flink_taskmanager_names(app)) == count
+    assert flink_taskmanager_count(app) == count
 
 
 @pytest.mark.parametrize(
@@ -414,9 +455,11 @@ def test_a_flink_spec_flink_refuses_is_refused_naming_the_field() -> None:
     app = flink_app(taskManager={"resource": {"cpu": 1, "memory": "lots"}})
 
     with pytest.raises(SpecError, match=r"spec\.taskManager\.resource\.memory"):
-        flink_taskmanager_pod(app, 1, running_view(flink_jobmanager_pod(app)))
+        flink_taskmanager_pod(app, 1, DeploymentView("wordcount-flink", "d1", FLINK_UID))
+    with pytest.raises(SpecError, match=r"spec\.jobManager\.resource\.cpu"):
+        flink_jobmanager_deployment(flink_app(jobManager={"resource": {"cpu": "many"}}))
     with pytest.raises(SpecError, match=r"spec\.job\.parallelism"):
-        flink_taskmanager_names(flink_app(job={"jarURI": "x", "parallelism": 0}))
+        flink_taskmanager_count(flink_app(job={"jarURI": "x", "parallelism": 0}))
 
 
 # --- reading back --------------------------------------------------------------------------------------------
@@ -447,9 +490,10 @@ def test_reading_a_simulated_pod_back() -> None:
 
 def test_a_pod_without_an_esi_job_label_is_known_by_its_application() -> None:
     app = flink_app(taskManager={"replicas": 1})
-    pod = running_view(flink_taskmanager_pod(app, 1, running_view(flink_jobmanager_pod(app))), node="n1")
+    pod = running_view(flink_taskmanager_pod(app, 1, DeploymentView("wordcount-flink", "d1", FLINK_UID)), node="n1")
 
     assert pod.job == "wordcount-flink"
     assert node_executor(pod) == ("n1", NodeExecutor(pod.app_uid, "wordcount-flink"))
-    assert node_executor(running_view(flink_jobmanager_pod(app))) is None  # JobManagers are no executors
+    jobmanager = running_view(replica_pod(flink_jobmanager_deployment(app)))
+    assert node_executor(jobmanager) is None  # JobManagers are no executors
     assert pod_view({"metadata": {"name": "other", "labels": {"app": "x"}}}) is None
