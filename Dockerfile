@@ -4,6 +4,8 @@
 #   docker build -t <registry>/esi:<version> . && docker push <registry>/esi:<version>
 #   pulumi config set -s cluster esi:image <registry>/esi:<version>
 #
+# Without a daemon, the same layout on Debian's Python: python -m infra.esi_image image | push <destination>.
+#
 # Two stages: the wheel of esi (the package `esi` alone) is built in the first; the second installs it with
 # its `server` extra (the exact pins of pyproject.toml) and copies the folders that run from source beside it.
 

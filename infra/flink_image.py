@@ -15,7 +15,7 @@ runs what it is given (under ``tini``). Logs go to ``/opt/flink/log``, which any
 ``flink`` (uid 9999, as in Flink's own image) is listed in ``/etc/passwd``.
 
 The distribution is cached under ``<toolchain cache>/flink/`` (``~/.cache/esi/tools/flink``), keyed by version
-and by a digest of what this module does with it (``infra.java_runtime.building``).
+and by a digest of what this module does with it (``infra.root_filesystems.building``).
 
 ``python -m infra.flink_image home|image`` builds and prints the distribution's path or the image's reference.
 """
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Final
 
 from infra import commands, images, toolchain
-from infra.java_runtime import JavaRuntimeError, building, digest, jvm_image, recipe
+from infra.java_runtime import JavaRuntimeError, jvm_image
+from infra.root_filesystems import building, digest, recipe
 
 __all__ = [
     "ENTRYPOINT",

@@ -90,15 +90,19 @@ def build_image(
     cmd: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     workdir: str = "/",
+    user: str | None = None,
 ) -> BuiltImage:
     """The image ``<REGISTRY>/<name>:<tag>`` as a docker-archive, built unless it is cached.
 
     ``populate`` writes the root filesystem into the empty directory it is given (called only when the
-    image is not cached); ``entrypoint``, ``cmd``, ``env`` and ``workdir`` are the image's configuration.
+    image is not cached); ``entrypoint``, ``cmd``, ``env``, ``workdir`` and ``user`` (``uid:gid``; root when
+    None) are the image's configuration.
     """
     reference = f"{REGISTRY}/{name}:{tag}"
     variables = dict(env or {})
-    config = {"entrypoint": list(entrypoint), "cmd": list(cmd), "env": variables, "workdir": workdir}
+    config: dict[str, object] = {"entrypoint": list(entrypoint), "cmd": list(cmd), "env": variables, "workdir": workdir}
+    if user is not None:
+        config["user"] = user
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
     archive = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', f'{name}_{tag}')}-{digest}.tar"
     if archive.is_file():
@@ -119,6 +123,7 @@ def build_image(
             options = [f"--config.entrypoint={part}" for part in entrypoint]
             options += [f"--config.cmd={part}" for part in cmd] or ["--clear=config.cmd"]
             options += [f"--config.env={key}={value}" for key, value in variables.items()]
+            options += [f"--config.user={user}"] if user is not None else []
             _run(["umoci", "config", "--image", image, f"--config.workingdir={workdir}", *options], reference)
             staged = work / "image.tar"
             # The policy of /etc/containers is about pulling from registries; nothing is pulled here.

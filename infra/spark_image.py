@@ -13,7 +13,7 @@ Kubernetes backend expects. ``infra.images.build_image`` makes it an image; a de
 base alone took longer (1 min 47 s) and was larger (206 MB) than the whole runtime.
 
 The distribution is cached under ``<toolchain cache>/spark/`` (``~/.cache/esi/tools/spark``), keyed by version
-and by a digest of what this module does with it (``infra.java_runtime.building``).
+and by a digest of what this module does with it (``infra.root_filesystems.building``).
 
 ``python -m infra.spark_image home|image`` builds and prints the distribution's path or the image's reference.
 """
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Final
 
 from infra import commands, images, toolchain
-from infra.java_runtime import JavaRuntimeError, building, digest, host_java_home, jvm_image, recipe
+from infra.java_runtime import JavaRuntimeError, host_java_home, jvm_image
+from infra.root_filesystems import building, digest, recipe
 
 __all__ = [
     "ENTRYPOINT",

@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 from lightkube import Client
 from lightkube.codecs import from_dict
-from lightkube.models.core_v1 import PodSecurityContext
+from lightkube.models.core_v1 import Capabilities, PodSecurityContext, SecurityContext
 from lightkube.resources.core_v1 import Node, Pod
 
 from infra import images
 from infra.commands import exclusive
+from infra.esi_image import esi_image
 from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
 from infra.java_runtime import FLINK_UID, host_java_home
 from infra.local_cluster import LocalCluster, process_alive
@@ -154,6 +155,36 @@ def test_the_flink_image_runs_flinks_word_count_on_a_real_node(
     # Hamlet's "To be, or not to be,--that is the question", WordCount's own input.
     assert int(counts["be"]) >= 2, logs[-3000:]
     assert "question" in counts, logs[-3000:]
+
+
+def test_esis_image_runs_esis_processes_on_a_real_node_as_its_user_on_a_read_only_root(
+    real_node: RealNode, client: Client, namespace: str
+) -> None:
+    image = esi_image()
+    images.import_image(image, real_node.containerd_socket)
+    # What the cluster stack's pods run, as they run it: no shell, the image's user, nothing written to its root.
+    script = (
+        "import subprocess, sys\n"
+        "for process in ('api', 'operators'):\n"
+        "    done = subprocess.run([sys.executable, '-m', process, '--help'], capture_output=True, text=True)\n"
+        "    print(process, done.returncode, done.stdout.splitlines()[:1], done.stderr[-500:])\n"
+        "import esi, kube, lightkube, kopf, fastapi, uvicorn\n"
+        "print('imported', esi.__file__, kube.__file__)\n"
+    )
+    manifest = pinned_pod("esi", namespace, real_node, image.reference, command=["python", "-c", script])
+    manifest.spec.securityContext = PodSecurityContext(runAsNonRoot=True)
+    manifest.spec.containers[0].securityContext = SecurityContext(
+        readOnlyRootFilesystem=True, allowPrivilegeEscalation=False, capabilities=Capabilities(drop=["ALL"])
+    )
+    client.create(manifest)
+
+    done = wait_for("esi's processes to answer", phase_of(client, "esi", namespace, "Succeeded", "Failed"), 120)
+    logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_esi_*/main/*.log"))
+    assert done.status.phase == "Succeeded", logs
+    assert "api 0 ['usage: python -m api" in logs, logs
+    assert "operators 0 ['usage: python -m operators" in logs, logs
+    assert "/usr/local/lib/python3.11/dist-packages/esi/__init__.py /app/kube/__init__.py" in logs, logs
+    assert image.archive.stat().st_size < 200 * 2**20, "Debian's Python, esi and its pinned dependencies only"
 
 
 FLINK_CLUSTER = "wc"
