@@ -112,9 +112,11 @@ def jvm_image(
     entrypoint: tuple[str, str],
     workdir: str,
     finish: Callable[[Path], None] = lambda _: None,
+    user: str | None = None,
 ) -> images.BuiltImage:
     """The image ``esi.local/<name>:<version>-<digest>``: the Java runtime, ``distribution`` at ``home``, the
-    script ``entrypoint`` (path, text) as its entry point; ``finish`` adds to the root filesystem. Built once."""
+    script ``entrypoint`` (path, text) as its entry point; ``finish`` adds to the root filesystem; ``user``
+    (``uid:gid``) runs it, root when None. Built once."""
     runtime = java_runtime()
     contents = (runtime / "debian-packages.txt").read_text()
     tag = f"{version}-{digest(distribution.name, contents, *entrypoint)}"
@@ -130,7 +132,7 @@ def jvm_image(
         finish(rootfs)
 
     return images.build_image(
-        name, tag, populate, entrypoint=[path], env=_image_env(home_variable, home), workdir=workdir
+        name, tag, populate, entrypoint=[path], env=_image_env(home_variable, home), workdir=workdir, user=user
     )
 
 

@@ -17,6 +17,10 @@ configuration.
 **Namespaces.** The controller manages applications only in the namespaces it is given (``--namespaces``);
 the simulated operator (``python -m sim``) must leave those alone.
 
+**In a cluster** (the cluster stack): ``operator_image`` is the release's image made here — the Spark image's
+Java runtime and distribution, the same controller binary, run under ``tini`` — and ``chart_dir`` the release's
+own Helm chart, from the module's sources (no chart repository).
+
 **Drivers.** A driver creates its executors (pods), their headless Service, ConfigMaps and, when asked, PVCs
 in its own namespace, as the ServiceAccount of ``driver.serviceAccount``; ``driver_rbac`` is that account
 with exactly those rights (the rules of the operator chart's ``spark`` Role).
@@ -35,20 +39,22 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from infra import toolchain
-from infra.java_runtime import host_java_home, host_java_missing
+from infra import images, toolchain
+from infra.java_runtime import SPARK_UID, host_java_home, host_java_missing, jvm_image
 from infra.local_cluster import ClusterError, LocalCluster, free_port
-from infra.spark_image import spark_home
+from infra.spark_image import IMAGE_SPARK_HOME, spark_home, spark_version
 
 __all__ = [
     "DRIVER_SERVICE_ACCOUNT",
     "PROCESS",
     "SparkOperatorError",
+    "chart_dir",
     "crd_manifests",
     "driver_rbac",
     "install_crds",
     "operator_argv",
     "operator_env",
+    "operator_image",
     "start_operator",
     "unavailable_reason",
 ]
@@ -75,6 +81,45 @@ def unavailable_reason() -> str | None:
 def crd_dir(pins: dict[str, str] | None = None) -> Path:
     """The CRDs of the built operator release (the recipe puts them beside its ``bin/``)."""
     return toolchain.binary("spark-operator", pins).parent.parent / "crds"
+
+
+def chart_dir(pins: dict[str, str] | None = None) -> Path:
+    """The Helm chart of the built operator release (``Chart.yaml`` and ``templates/``)."""
+    return toolchain.binary("spark-operator", pins).parent.parent / "chart"
+
+
+# The release image's entry point, in esi's words: the controller (or webhook) under tini, its arguments the pod's.
+OPERATOR_ENTRYPOINT: Final = """#!/bin/bash
+exec /usr/bin/tini -s -- /usr/bin/spark-operator "$@"
+"""
+
+
+def operator_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
+    """The operator release's image (``esi.local/spark-operator:<release>-<recipe>-spark<version>-<digest>``):
+    the Spark image's runtime and distribution with the controller binary, running as Spark's user; built once."""
+    binary = toolchain.binary("spark-operator", pins)
+    build = binary.parent.parent.name.removeprefix("spark-operator-")  # the release and its recipe's digest
+
+    def finish(rootfs: Path) -> None:
+        target = rootfs / "usr" / "bin" / "spark-operator"
+        target.write_bytes(binary.read_bytes())
+        target.chmod(0o755)
+        # Where the webhook keeps the certificates it makes itself, and Spark's home: the operator's user's.
+        for directory in ("etc/k8s-webhook-server/serving-certs", "home/spark"):
+            (rootfs / directory).mkdir(parents=True)
+            os.chown(rootfs / directory, SPARK_UID, SPARK_UID)
+
+    return jvm_image(
+        "spark-operator",
+        f"{build}-spark{spark_version(pins)}",
+        spark_home(pins),
+        home=IMAGE_SPARK_HOME,
+        home_variable="SPARK_HOME",
+        entrypoint=("/usr/bin/entrypoint.sh", OPERATOR_ENTRYPOINT),
+        workdir="/home/spark",
+        finish=finish,
+        user=f"{SPARK_UID}:{SPARK_UID}",
+    )
 
 
 def crd_manifests(pins: dict[str, str] | None = None) -> list[dict[str, Any]]:

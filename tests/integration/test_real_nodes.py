@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.models.core_v1 import Capabilities, PodSecurityContext, SecurityContext
@@ -33,6 +34,9 @@ from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_im
 from infra.java_runtime import FLINK_UID, host_java_home
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
+from infra.spark_image import spark_version
+from infra.spark_operator import chart_dir, operator_image
+from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from tests.integration.kube import get_or_none, wait_for
 from tests.integration.real_stack import example_flink_rbac
 
@@ -185,6 +189,29 @@ def test_esis_image_runs_esis_processes_on_a_real_node_as_its_user_on_a_read_onl
     assert "operators 0 ['usage: python -m operators" in logs, logs
     assert "/usr/local/lib/python3.11/dist-packages/esi/__init__.py /app/kube/__init__.py" in logs, logs
     assert image.archive.stat().st_size < 200 * 2**20, "Debian's Python, esi and its pinned dependencies only"
+
+
+def test_the_spark_operators_image_runs_its_controller_and_spark_submit_on_a_real_node(
+    real_node: RealNode, client: Client, namespace: str
+) -> None:
+    if (reason := spark_operator_unavailable()) is not None:
+        pytest.skip(reason)
+    image = operator_image()
+    images.import_image(image, real_node.containerd_socket)
+    # The image's own entry point (tini, the controller) with the arguments a pod gives it, as the chart's do.
+    client.create(pinned_pod("controller", namespace, real_node, image.reference, args=["version", "--short"]))
+    # What the controller runs to submit an application: Spark's own spark-submit, on the image's Java.
+    submit = pinned_pod("submit", namespace, real_node, image.reference, command=["spark-submit", "--version"])
+    client.create(submit)
+
+    for name, expected in (("controller", "Spark Operator Version: v2.4.0"), ("submit", f"version {spark_version()}")):
+        done = wait_for(f"{name} to end", phase_of(client, name, namespace, "Succeeded", "Failed"), 120)
+        logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_{name}_*/main/*.log"))
+        assert done.status.phase == "Succeeded", logs[-2000:]
+        assert expected in logs, logs[-2000:]
+    chart = yaml.safe_load((chart_dir() / "Chart.yaml").read_text())
+    assert (chart["name"], chart["version"], chart["appVersion"]) == ("spark-operator", "2.4.0", "2.4.0")
+    assert (chart_dir() / "templates").is_dir(), "the release's own chart, from the module's sources"
 
 
 FLINK_CLUSTER = "wc"

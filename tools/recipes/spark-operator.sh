@@ -1,6 +1,6 @@
 # The kubeflow Spark operator's controller (spark-operator) from github.com/kubeflow/spark-operator/v2, and its
-# CustomResourceDefinitions copied from that same module version (config/crd/bases), so the CRDs always
-# match the controller that reads them.
+# CustomResourceDefinitions (config/crd/bases) and Helm chart (charts/spark-operator-chart) copied from that same
+# module version, so the CRDs and the chart always match the controller.
 #
 # Its go.mod replaces every k8s.io module with one pinned version; replace directives of a dependency are
 # ignored, so the wrapper module repeats them (otherwise Go's minimal version selection could pick other
@@ -37,6 +37,12 @@ go build -trimpath -o "$OUT/bin/spark-operator" \
 step "copy the CRDs of the same version"
 mkdir -p "$OUT/crds"
 install -m 0644 "$source_dir"/config/crd/bases/sparkoperator.k8s.io_*.yaml "$OUT/crds/"
+
+# The release's own Helm chart, from the module's sources: the cluster stack installs it without a chart
+# repository (infra.spark_operator.chart_dir).
+step "copy the Helm chart of the same version"
+cp -R "$source_dir"/charts/spark-operator-chart "$OUT/chart"
+chmod -R u+w,go+rX "$OUT/chart"
 
 step "check the version"
 "$OUT/bin/spark-operator" version --short >version.txt
