@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,9 +226,10 @@ def deployment_shape(side: Side, deployment: dict[str, Any]) -> Any:
     )
 
 
-def shapes(run: Run, application: str) -> dict[str, Any]:
+def shapes(run: Run, application: str, names: Sequence[str]) -> dict[str, Any]:
+    """What esi depends on of the side's run of ``application``, its TaskManagers ``names`` among them."""
     side = run.side
-    taskmanagers = {n: b for n, b in run.pods("component", "taskmanager").items() if n.startswith(application)}
+    taskmanagers = {n: b for n, b in run.pods("component", "taskmanager").items() if n in names}
     (jobmanager,) = (b for n, b in run.pods("component", "jobmanager").items() if n.startswith(application))
     return {
         "deployment": deployment_shape(side, run.deployments[application]),
@@ -294,14 +295,19 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
     finally:
         for recorder in runs.values():
             recorder.stop()
+        for side in runs:  # the Testbed is free for the next test, whatever happened here
+            cluster.kubectl("delete", "scheduling", "wc", "-n", side.namespace, "--ignore-not-found")
 
     task_managers = history.with_role(ROLE_EXECUTOR)
-    assert sorted(task_managers) == ["wordcount-taskmanager-1-1", "wordcount-taskmanager-1-2"], (
-        "one TaskManager per slot, made by Flink's resource manager, none replaced"
-    )
+    first = ["wordcount-taskmanager-1-1", "wordcount-taskmanager-1-2"]
+    assert set(first) <= set(task_managers), "one TaskManager per slot, made by Flink's resource manager"
+    assert all(task_managers[name].running for name in first), "each ran"
+    assert sorted(int(task_managers[name].labels[SLOT_LABEL]) for name in first) == [0, 1], "one in each slot"
+    # Flink replaces a TaskManager it lost (seen once in four runs on this 2-core machine while the suite's other
+    # worker was busy): the replacement must go to the job's slots on the real node too.
     assert {life.node for life in task_managers.values()} == {NODE}
-    assert sorted(int(life.labels[SLOT_LABEL]) for life in task_managers.values()) == [0, 1], "one in each slot"
-    assert all(life.running for life in task_managers.values()), "each ran"
+    assert {int(life.labels[SLOT_LABEL]) for life in task_managers.values()} == {0, 1}
+    replaced = {name: sorted(life.reasons) for name, life in task_managers.items() if name not in first}
     assert history.refused() == {}, "the kubelet admitted every pod"
     assert not any("OOMKilled" in life.reasons for life in history.pods.values()), history.pods
     counts = logs.counts()
@@ -311,7 +317,7 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
     assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for a TaskManager"
 
     assert runs[REAL].states[-1] == ("STABLE", "READY", "FINISHED"), runs[REAL].states
-    assert shapes(runs[SIMULATED], "wordcount") == shapes(runs[REAL], "wordcount")
+    assert shapes(runs[SIMULATED], "wordcount", first) == shapes(runs[REAL], "wordcount", first)
 
     jobmanager = next(
         life
@@ -329,10 +335,9 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
         f"    TaskManager pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
         f"{placed - created:.1f} s\n"
         f"  FlinkDeployment (lifecycleState, jobManagerDeploymentStatus, jobStatus.state) as seen, real: "
-        f"{runs[REAL].states}\n  simulated: {runs[SIMULATED].states}",
+        f"{runs[REAL].states}\n  simulated: {runs[SIMULATED].states}\n"
+        f"  TaskManagers Flink replaced during the run (their pods' reasons): {replaced or 'none'}",
     )
-    for side in runs:
-        cluster.kubectl("delete", "scheduling", "wc", "-n", side.namespace)
 
 
 def test_a_killed_taskmanager_of_a_streaming_job_is_replaced_into_its_slot_as_the_simulator_does(
@@ -363,8 +368,9 @@ def test_a_killed_taskmanager_of_a_streaming_job_is_replaced_into_its_slot_as_th
     assert history.refused() == {}, "the kubelet admitted every pod"
     assert real.slots[real.victim] == real.slots[real.replacement], "the replacement took the killed one's slot"
     simulated_ = killed[SIMULATED]
-    assert (simulated_.victim, simulated_.replacement) == (real.victim, real.replacement), "the same names"
     assert simulated_.slots[simulated_.victim] == simulated_.slots[simulated_.replacement]
+    assert (simulated_.victim, simulated_.replacement) == ("streaming-taskmanager-1-1", "streaming-taskmanager-1-3")
+    assert number(real.replacement) == max(map(number, real.slots)), "a new number: Flink never uses one twice"
     assert simulated_.states == real.states
     assert simulated_.taskmanagers == real.taskmanagers
 
@@ -404,14 +410,23 @@ def kill_a_taskmanager(flink: RealFlink, side: Side, run: Run) -> Killed:
     after = wait_for(f"a replacement TaskManager in {side.namespace} running in a slot", running_in_slots, 240)
     (replacement,) = set(after) - set(before)
     taskmanagers = run.pods("component", "taskmanager")
-    shapes = [pod_shape(side, taskmanagers[name]) for name in sorted(taskmanagers)]
+    # Compared by role: a side whose Flink replaced a TaskManager before the kill numbers them further on.
+    shapes = [
+        pod_shape(side, {**body, "metadata": {**body["metadata"], "name": role}})
+        for role, body in (("victim", taskmanagers[victim]), ("replacement", taskmanagers[replacement]))
+    ]
     return Killed(victim, replacement, {**before, **after}, state_sequences(run.states), shapes)
+
+
+def number(taskmanager: str) -> int:
+    """A TaskManager's number: ``…-taskmanager-<attempt>-<number>``."""
+    return int(taskmanager.rpartition("-")[2])
 
 
 @dataclass(frozen=True)
 class Killed:
     """A TaskManager killed and its replacement: their names, every TaskManager's slot, the FlinkDeployment's
-    states and the TaskManagers' shapes until then."""
+    states until then and the two pods' shapes."""
 
     victim: str
     replacement: str
