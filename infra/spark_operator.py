@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -101,9 +102,7 @@ def operator_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
     build = binary.parent.parent.name.removeprefix("spark-operator-")  # the release and its recipe's digest
 
     def finish(rootfs: Path) -> None:
-        target = rootfs / "usr" / "bin" / "spark-operator"
-        target.write_bytes(binary.read_bytes())
-        target.chmod(0o755)
+        shutil.copy(binary, rootfs / "usr" / "bin" / "spark-operator")  # with its mode
         # Where the webhook keeps the certificates it makes itself, and Spark's home: the operator's user's.
         for directory in ("etc/k8s-webhook-server/serving-certs", "home/spark"):
             (rootfs / directory).mkdir(parents=True)

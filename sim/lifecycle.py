@@ -305,7 +305,8 @@ class _Step:
         self.original = copy.deepcopy(dict(self.app.get("status") or {}))
         self.status = copy.deepcopy(self.original)
         self.pods = {pod.name: pod for pod in observation.pods}
-        self.run = RunPlan.of((self.app.get("metadata") or {}).get("annotations") or {})
+        self.recorded: Mapping[str, str] = (self.app.get("metadata") or {}).get("annotations") or {}
+        self.run = RunPlan.of(self.recorded)
         self.pod_actions: list[Action] = []
         self.annotations: dict[str, str] = {}
         self.events: list[Event] = []
@@ -660,7 +661,7 @@ def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -
 
 def _seen_taskmanagers(step: _Step, taskmanagers: Mapping[str, PodView]) -> set[int]:
     """The numbers of every TaskManager seen so far (recorded in an annotation: a lost one is never reused)."""
-    recorded = (step.app.get("metadata") or {}).get("annotations", {}).get(TASKMANAGERS_ANNOTATION, "")
+    recorded = step.recorded.get(TASKMANAGERS_ANNOTATION, "")
     seen = {int(n) for n in recorded.split(",") if n.strip().isdigit()}
     visible = {n for name in taskmanagers if (n := flink_taskmanager_number(step.ref.name, name)) is not None}
     if not visible <= seen:
