@@ -33,6 +33,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Pod
 
 from esi.objects.applications import FLINK
+from flink_standin.health import HealthEndpoint, serve
 from flink_standin.status import Observation, decide
 from flink_standin.submission import LocalCluster, Submission, SubmissionError, submission
 from kube.errors import Refusal, ignore, refusal
@@ -58,6 +59,7 @@ class Settings:
     workdir: Path  # the pod templates and client logs of each submission
     local: LocalCluster
     interval: float = 2.0
+    health: HealthEndpoint | None = None  # answers 200 once the namespaces were read
 
 
 @dataclass
@@ -234,9 +236,10 @@ async def _get(client: AsyncClient, resource: Any, name: str, namespace: str) ->
 async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Reconcile every ``settings.interval`` seconds until ``stop`` is set (or forever)."""
     client = AsyncClient(config=KubeConfig.from_file(settings.kubeconfig), field_manager=FIELD_MANAGER)
+    read = asyncio.Event()
+    health = await serve(settings.health, read.is_set) if settings.health else None
     async with httpx.AsyncClient(timeout=3.0) as http:
         controller = Controller(settings, client, http)
-        ready = False
         try:
             while stop is None or not stop.is_set():
                 try:
@@ -244,11 +247,13 @@ async def run(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
                 except (ApiError, httpx2.HTTPError, OSError) as err:
                     _log.warning(f"reading the cluster: {err}")
                 else:
-                    if not ready:
+                    if not read.is_set():
                         _log.info(f"{READY_LINE} {', '.join(settings.namespaces)}")
-                        ready = True
+                        read.set()
                 await asyncio.sleep(settings.interval)
         finally:
             for running in controller.submitting.values():
                 running.task.cancel()
+            if health is not None:
+                health.close()
             await client.close()

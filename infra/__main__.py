@@ -34,6 +34,9 @@ def local() -> tuple[pulumi.ComponentResource, k8s.Provider]:
     pulumi.export("apiToken", pulumi.Output.secret(esi.api_token))
     pulumi.export("docsUrl", esi.docs_url)
     pulumi.export("uiUrl", esi.ui_url)
+    pulumi.export("realNamespace", esi.real_namespace)
+    pulumi.export("sparkImage", esi.spark_image)
+    pulumi.export("flinkImage", esi.flink_image)
     return esi, esi.provider
 
 

@@ -11,7 +11,11 @@
 * ``LocalComponent`` — ``python -m operators``, ``python -m api``, ``python -m sim``, each under
   ``infra.supervise`` (restarted after a crash), logs in the cluster's ``logs/``, created only once its
   health endpoint answers; and the second kube-scheduler ``esi-scheduler`` calling the API's extender, under
-  ``infra.supervise`` too.
+  ``infra.supervise`` too;
+* with ``esi:realNodes`` above 0, ``RealNodePool`` — kubelets with containerd (``infra.real_node``), the
+  Spark and Flink images imported into each — and the namespace ``esi:realNamespace`` (``real``) for jobs on
+  them, where the real operators act and the simulator does not: the real Spark operator's controller
+  (``python -m infra.spark_operator``, with its own CRDs) and the Flink stand-in (``python -m flink_standin``).
 
 Processes and the control plane are not Kubernetes objects, so they are Pulumi *dynamic* resources: their
 create/update/delete run here, in Python. ``pulumi destroy`` stops every process and deletes the cluster's
@@ -25,27 +29,32 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
+from esi.objects.applications import SPARK
 from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
+from infra import flink_standin_process, images, spark_operator
 from infra.cluster_stack import operators_arguments, stalled_after
+from infra.flink_image import flink_image, flink_version
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
+from infra.spark_image import spark_image, spark_version
 from infra.supervise import supervised
 from infra.toolchain import REPO_ROOT
 from sim.crds import application_crds
 
-__all__ = ["LocalEsi", "LocalEsiArgs", "NodeConfig"]
+__all__ = ["LocalEsi", "LocalEsiArgs", "NodeConfig", "real_images", "real_node_specs"]
 
 READY_TIMEOUT = 120.0
 
@@ -73,6 +82,11 @@ class LocalEsiArgs:
     sim_args: tuple[str, ...] = ("--time-scale", "0.05", "--runtime-jitter", "0.1")
     allow_anonymous: bool = False
     real_nodes: int = 0
+    real_node_cpu: str = "2"  # what each real node offers pods
+    real_node_memory: str = "4Gi"
+    real_namespace: str = "real"  # the jobs on real nodes: real operators there, the simulator elsewhere
+    spark_operator_health_port: int = 8093
+    flink_standin_health_port: int = 8094
     stalled_after: float | None = None  # seconds; None: the operators' default
 
     @classmethod
@@ -100,6 +114,11 @@ class LocalEsiArgs:
             sim_args=tuple(config.get_object("simArgs") or defaults.sim_args),
             allow_anonymous=config.get_bool("allowAnonymous") or defaults.allow_anonymous,
             real_nodes=config.get_int("realNodes") or defaults.real_nodes,
+            real_node_cpu=config.get("realNodeCpu") or defaults.real_node_cpu,
+            real_node_memory=config.get("realNodeMemory") or defaults.real_node_memory,
+            real_namespace=config.get("realNamespace") or defaults.real_namespace,
+            spark_operator_health_port=config.get_int("sparkOperatorHealthPort") or defaults.spark_operator_health_port,
+            flink_standin_health_port=config.get_int("flinkStandInHealthPort") or defaults.flink_standin_health_port,
             stalled_after=stalled_after(config),
         )
 
@@ -210,20 +229,59 @@ class NodePool(Resource):
 
 # --- real nodes -----------------------------------------------------------------------------------------
 
-REAL_NODE_LABEL = "esi.local/real-slots"
+REAL_NODE_LABEL = "esi.local/real-slots"  # =<i>: the `real` Testbed's slots (manifests/testbeds.yaml)
+REAL_NODE_ROLE_LABEL = "esi.local/real-node"  # ="true" on every real node: where JobManagers and drivers go
 
 
-def real_node_specs(count: int) -> tuple[RealNodeSpec, ...]:
-    """``count`` real nodes, ``esi-real-<i>``, each labelled ``esi.local/real-slots=<i>`` (a Testbed's label)."""
-    return tuple(RealNodeSpec(f"esi-real-{i}", labels={REAL_NODE_LABEL: str(i)}) for i in range(count))
+def real_node_specs(count: int, cpu: str = "2", memory: str = "4Gi") -> tuple[RealNodeSpec, ...]:
+    """``count`` real nodes, ``esi-real-<i>``, each offering ``cpu`` and ``memory``, labelled
+    ``esi.local/real-slots=<i>`` (a Testbed's label) and ``esi.local/real-node=true``."""
+    return tuple(
+        RealNodeSpec(
+            f"esi-real-{i}", cpu=cpu, memory=memory, labels={REAL_NODE_LABEL: str(i), REAL_NODE_ROLE_LABEL: "true"}
+        )
+        for i in range(count)
+    )
+
+
+def real_images() -> dict[str, tuple[images.BuiltImage, str]]:
+    """The images every real node holds (built if missing), by framework, each with the name manifests use for
+    it, ``esi.local/<framework>:<version>`` (the image's own tag adds a digest of its contents)."""
+    return {
+        "spark": (spark_image(), f"{images.REGISTRY}/spark:{spark_version()}"),
+        "flink": (flink_image(), f"{images.REGISTRY}/flink:{flink_version()}"),
+    }
+
+
+def real_nodes_refused(count: int) -> str | None:
+    """Why ``count`` real nodes and their operators cannot run on this machine, or None."""
+    if count <= 0:
+        return None
+    reason = unavailable_reason() or spark_operator.unavailable_reason() or flink_standin_process.unavailable_reason()
+    return f"esi:realNodes is {count}, but {reason}; set esi:realNodes: 0 to go without" if reason else None
 
 
 def _real_specs(props: dict[str, Any]) -> dict[str, RealNodeSpec]:
-    return {spec.name: spec for spec in real_node_specs(int(props.get("count") or 0))}
+    if "nodes" not in props:  # state written before nodes were listed: `count` nodes of 1 cpu / 2Gi
+        return {spec.name: spec for spec in real_node_specs(int(props.get("count") or 0), "1", "2Gi")}
+    return {
+        str(n["name"]): RealNodeSpec(
+            str(n["name"]), cpu=str(n["cpu"]), memory=str(n["memory"]), labels=dict(n["labels"])
+        )
+        for n in props.get("nodes") or []
+    }
+
+
+def _images(props: dict[str, Any]) -> list[tuple[images.BuiltImage, str]]:
+    return [
+        (images.BuiltImage(str(i["reference"]), Path(str(i["archive"]))), str(i["alias"]))
+        for i in props.get("images") or []
+    ]
 
 
 class _RealNodePoolProvider(ResourceProvider):
-    """Real nodes (``infra.real_node``): started with the stack, deleted with it, started again if stopped."""
+    """Real nodes (``infra.real_node``) holding the images: started with the stack, deleted with it, started
+    again if stopped, made anew when their size or labels change."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         self._start(props, _real_specs(props).values())
@@ -233,7 +291,7 @@ class _RealNodePoolProvider(ResourceProvider):
         cluster = _cluster(olds)
         stopped = any(not RealNode(cluster, spec).running() for spec in _real_specs(olds).values())
         return DiffResult(
-            changes=_real_specs(olds) != _real_specs(news) or stopped,
+            changes=_real_specs(olds) != _real_specs(news) or _images(olds) != _images(news) or stopped,
             replaces=_changed(olds, news, ("cluster", "workdir")),
             delete_before_replace=True,
         )
@@ -241,8 +299,9 @@ class _RealNodePoolProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         cluster = _cluster(news)
         before, after = _real_specs(olds), _real_specs(news)
-        for name in before.keys() - after.keys():
-            RealNode(cluster, before[name]).delete()
+        for name, spec in before.items():
+            if after.get(name) != spec:  # gone, or to be made anew with its new size or labels
+                RealNode(cluster, spec).delete()
         self._start(news, after.values())
         return UpdateResult(outs=news)
 
@@ -255,16 +314,40 @@ class _RealNodePoolProvider(ResourceProvider):
     @staticmethod
     def _start(props: dict[str, Any], specs: Iterable[RealNodeSpec]) -> None:
         specs = list(specs)
-        if specs and (reason := unavailable_reason()):
-            raise RuntimeError(f"esi:realNodes is {len(specs)}, but {reason}; set esi:realNodes: 0 to go without")
+        if refused := real_nodes_refused(len(specs)):
+            raise RuntimeError(refused)
         cluster = _cluster(props)
         for spec in specs:
-            RealNode(cluster, spec).start()  # a running node is left as it is
+            node = RealNode(cluster, spec)
+            node.start()  # a running node is left as it is
+            for image, alias in _images(props):
+                images.import_image(image, node.containerd_socket)
+                images.alias_image(image, alias, node.containerd_socket)
 
 
 class RealNodePool(Resource):
-    def __init__(self, name: str, cluster: str, workdir: str, count: int, opts: pulumi.ResourceOptions) -> None:
-        super().__init__(_RealNodePoolProvider(), name, {"cluster": cluster, "workdir": workdir, "count": count}, opts)
+    def __init__(
+        self,
+        name: str,
+        cluster: str,
+        workdir: str,
+        *,
+        specs: tuple[RealNodeSpec, ...],
+        held: list[tuple[images.BuiltImage, str]],
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        # `nodes` as NodePool lists them: the policy pack checks Testbeds against them.
+        listed = [{"name": n.name, "cpu": n.cpu, "memory": n.memory, "labels": dict(n.labels)} for n in specs]
+        pictures = [{"reference": i.reference, "archive": str(i.archive), "alias": alias} for i, alias in held]
+        props = {"cluster": cluster, "workdir": workdir, "nodes": listed, "images": pictures}
+        super().__init__(_RealNodePoolProvider(), name, props, opts)
+
+
+def job_accounts(namespace: str) -> list[dict[str, Any]]:
+    """The accounts jobs' drivers and JobManagers run as, as the examples give them, in ``namespace``."""
+    examples = REPO_ROOT / "examples" / "manifests" / "serviceaccount.yaml"
+    documents = [d for d in yaml.safe_load_all(examples.read_text()) if isinstance(d, dict)]
+    return [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in documents]
 
 
 # --- esi's processes ------------------------------------------------------------------------------------
@@ -330,7 +413,7 @@ class LocalComponent(Resource):
         *,
         cluster: str,
         workdir: str,
-        argv: list[pulumi.Input[str]],
+        argv: Sequence[pulumi.Input[str]],
         ready: str,
         token_file: str | None = None,
         opts: pulumi.ResourceOptions,
@@ -388,6 +471,37 @@ class SecondSchedulerProcess(Resource):
         super().__init__(_SchedulerProvider(), name, props, opts)
 
 
+def _real_operators(args: LocalEsiArgs, after: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The real Spark operator's controller and the Flink stand-in, for the namespace of jobs on real nodes."""
+    common = {"cluster": args.cluster, "workdir": args.workdir}
+    spark_health = f"http://127.0.0.1:{args.spark_operator_health_port}/readyz"
+    spark = LocalComponent(
+        "esi-spark-operator",
+        argv=[
+            sys.executable,
+            "-m",
+            "infra.spark_operator",
+            f"--cluster={args.cluster}",
+            f"--workdir={args.workdir}",
+            f"--namespace={args.real_namespace}",
+            f"--health-port={args.spark_operator_health_port}",
+        ],
+        ready=spark_health,
+        opts=after,
+        **common,
+    )
+    flink_health = f"http://127.0.0.1:{args.flink_standin_health_port}/healthz"
+    local = LocalCluster(args.cluster, Path(args.workdir))
+    flink = LocalComponent(
+        "esi-flink-standin",
+        argv=flink_standin_process.standin_argv(local, [args.real_namespace], health=flink_health),
+        ready=flink_health,
+        opts=after,
+        **common,
+    )
+    return [spark, flink]
+
+
 # --- the whole local esi --------------------------------------------------------------------------------
 
 
@@ -416,20 +530,43 @@ class LocalEsi(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[control_plane])
         after_plane = pulumi.ResourceOptions(parent=self, depends_on=[control_plane])
         nodes = NodePool(f"{name}-nodes", args.cluster, args.workdir, args.nodes, after_plane)
-        real_nodes = RealNodePool(f"{name}-real-nodes", args.cluster, args.workdir, args.real_nodes, after_plane)
+        if refused := real_nodes_refused(args.real_nodes):
+            raise RuntimeError(refused)
+        real = args.real_nodes > 0
+        held = real_images() if real else {}
+        real_nodes = RealNodePool(
+            f"{name}-real-nodes",
+            args.cluster,
+            args.workdir,
+            specs=real_node_specs(args.real_nodes, args.real_node_cpu, args.real_node_memory),
+            held=list(held.values()),
+            opts=after_plane,
+        )
+        # With real nodes, the real Spark operator's CRDs: it watches every kind they define.
+        applications = application_crds()
+        if real:
+            applications = [c for c in applications if c["spec"]["names"]["kind"] != SPARK.kind]
+            applications += spark_operator.crd_manifests()
         # Deleted with the control plane, not before it: deleting a CRD waits for the finalizers of its
         # objects, and those made outside the stack (kubectl, a scheduler's Schedulings) keep theirs once
-        # the operators are gone — `pulumi destroy` would hang.
+        # the operators are gone — `pulumi destroy` would hang. So is the namespace of jobs on real nodes.
+        with_the_plane = pulumi.ResourceOptions.merge(
+            on_cluster, pulumi.ResourceOptions(transforms=[_deleted_with(control_plane)])
+        )
         definitions = k8s.yaml.v2.ConfigGroup(
             f"{name}-definitions",
-            objs=[crd(d) for d in DEFINITIONS] + application_crds() + priority_classes(),
-            opts=pulumi.ResourceOptions.merge(
-                on_cluster, pulumi.ResourceOptions(transforms=[_deleted_with(control_plane)])
-            ),
+            objs=[crd(d) for d in DEFINITIONS] + applications + priority_classes(),
+            opts=with_the_plane,
         )
+        # Made also without real nodes: committed manifests may name it (their Testbed then has no nodes).
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args.real_namespace}}
+        real_namespace = k8s.yaml.v2.ConfigGroup(
+            f"{name}-real-namespace", objs=[namespace, *job_accounts(args.real_namespace)], opts=with_the_plane
+        )
+        prerequisites: list[pulumi.Resource] = [definitions, nodes, real_nodes, real_namespace]
         cluster_dir = LocalCluster(args.cluster, Path(args.workdir)).directory
         kubeconfig = f"--kubeconfig={cluster_dir / 'kubeconfig.yaml'}"
-        after = pulumi.ResourceOptions(parent=self, depends_on=[definitions, nodes, real_nodes])
+        after = pulumi.ResourceOptions(parent=self, depends_on=prerequisites)
         common = {"cluster": args.cluster, "workdir": args.workdir}
         operators_health = f"http://127.0.0.1:{args.operators_liveness_port}/healthz"
         operators = LocalComponent(
@@ -466,20 +603,27 @@ class LocalEsi(pulumi.ComponentResource):
             **common,
         )
         sim_health = f"http://127.0.0.1:{args.sim_liveness_port}/healthz"
+        elsewhere = [f"--namespace=!{args.real_namespace}"] if real else []  # a kopf pattern: all namespaces but
         sim = LocalComponent(
             "esi-sim",
-            argv=[sys.executable, "-m", "sim", kubeconfig, f"--liveness={sim_health}", *args.sim_args],
+            argv=[sys.executable, "-m", "sim", kubeconfig, f"--liveness={sim_health}", *elsewhere, *args.sim_args],
             ready=sim_health,
             opts=after,
             **common,
         )
+        self.processes: list[pulumi.Resource] = [operators, api, sim]
+        if real:
+            self.processes += _real_operators(args, after)
         scheduler = SecondSchedulerProcess(
             f"{name}-scheduler",
             extender_url=f"http://127.0.0.1:{args.extender_port}/extender",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
             **common,
         )
-        self.processes = [operators, api, sim, scheduler]
+        self.processes.append(scheduler)
+        self.real_namespace = pulumi.Output.from_input(args.real_namespace if real else None)
+        self.spark_image = pulumi.Output.from_input(held["spark"][1] if real else None)
+        self.flink_image = pulumi.Output.from_input(held["flink"][1] if real else None)
         self.api_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}")
         self.api_token: pulumi.Output[str | None] = api.token
         self.docs_url = pulumi.Output.from_input(f"http://127.0.0.1:{args.api_port}/docs")
@@ -489,5 +633,8 @@ class LocalEsi(pulumi.ComponentResource):
             "apiUrl": self.api_url,
             "docsUrl": self.docs_url,
             "uiUrl": self.ui_url,
+            "realNamespace": self.real_namespace,
+            "sparkImage": self.spark_image,
+            "flinkImage": self.flink_image,
         }
         self.register_outputs(outputs)

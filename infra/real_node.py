@@ -57,6 +57,7 @@ from esi.objects.ghosts import GHOST_IMAGE
 from infra import commands, images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port, process_alive
 from infra.node_packages import CNI_BIN_DIR, missing
+from kube.resources import API_SERVER_SLICE, api_server_for_pods
 
 __all__ = [
     "RealNode",
@@ -151,10 +152,8 @@ def pod_api_server_url(cluster: LocalCluster) -> str:
     The address is the ``kubernetes`` EndpointSlice's (the API server's advertise address, reachable from
     the pod network through the bridge's gateway and named in the serving certificate).
     """
-    slice_ = json.loads(cluster.kubectl("get", "endpointslice", "kubernetes", "-n", "default", "-o", "json"))
-    address = slice_["endpoints"][0]["addresses"][0]
-    port = slice_["ports"][0]["port"]
-    return f"https://{address}:{port}"
+    namespace, name = API_SERVER_SLICE
+    return api_server_for_pods(json.loads(cluster.kubectl("get", "endpointslice", name, "-n", namespace, "-o", "json")))
 
 
 def _advertised_address(cluster: LocalCluster) -> str:

@@ -28,9 +28,11 @@ with exactly those rights (the rules of the operator chart's ``spark`` Role).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -43,6 +45,7 @@ import yaml
 from infra import images, toolchain
 from infra.java_runtime import SPARK_UID, host_java_home, host_java_missing, jvm_image
 from infra.local_cluster import ClusterError, LocalCluster, free_port
+from infra.real_node import pod_api_server_url
 from infra.spark_image import IMAGE_SPARK_HOME, spark_home, spark_version
 
 __all__ = [
@@ -50,12 +53,14 @@ __all__ = [
     "PROCESS",
     "SparkOperatorError",
     "chart_dir",
+    "controller_command",
     "crd_manifests",
     "driver_rbac",
     "install_crds",
     "operator_argv",
     "operator_env",
     "operator_image",
+    "spark_defaults",
     "start_operator",
     "unavailable_reason",
 ]
@@ -176,15 +181,17 @@ def operator_argv(binary: Path, namespaces: Sequence[str], *, kubeconfig: Path, 
 
 
 def operator_env(
-    base: Mapping[str, str], *, server: str, kubeconfig: Path, spark: Path, java_home: Path
+    base: Mapping[str, str], *, server: str, kubeconfig: Path, spark: Path, java_home: Path, conf: Path
 ) -> dict[str, str]:
-    """The controller's environment: where spark-submit is, and the API server it submits to."""
+    """The controller's environment: where spark-submit and its configuration are, and the API server it
+    submits to."""
     url = urlsplit(server)
     if url.scheme != "https" or not url.hostname:
         raise SparkOperatorError(f"spark-submit needs an https API server URL, not {server!r}")
     return {
         **base,
         "SPARK_HOME": str(spark),
+        "SPARK_CONF_DIR": str(conf),
         "JAVA_HOME": str(java_home),
         "PATH": f"{java_home / 'bin'}{os.pathsep}{base.get('PATH', '/usr/bin:/bin')}",
         "KUBECONFIG": str(kubeconfig),
@@ -192,6 +199,34 @@ def operator_env(
         "KUBERNETES_SERVICE_HOST": url.hostname,
         "KUBERNETES_SERVICE_PORT": str(url.port or 443),
     }
+
+
+def spark_defaults(pod_api_server: str) -> str:
+    """spark-submit's defaults on a local cluster: drivers reach the API server at its pod-reachable address
+    (no ``kubernetes`` Service behind a proxy, no cluster DNS). A SparkApplication's ``sparkConf`` still wins."""
+    return f"spark.kubernetes.driver.master {pod_api_server}\n"
+
+
+def controller_command(
+    cluster: LocalCluster, namespaces: Sequence[str], *, health_port: int
+) -> tuple[list[str], dict[str, str]]:
+    """The controller's command line and environment for ``cluster`` (serving): its configuration directory
+    written under the cluster's directory."""
+    conf = cluster.directory / PROCESS / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "spark-defaults.conf").write_text(spark_defaults(pod_api_server_url(cluster)))
+    argv = operator_argv(
+        toolchain.binary("spark-operator"), namespaces, kubeconfig=cluster.kubeconfig, health_port=health_port
+    )
+    env = operator_env(
+        os.environ,
+        server=cluster.server(),
+        kubeconfig=cluster.kubeconfig,
+        spark=spark_home(),
+        java_home=host_java_home(),
+        conf=conf,
+    )
+    return argv, env
 
 
 def start_operator(
@@ -203,16 +238,7 @@ def start_operator(
     """
     install_crds(cluster)
     port = free_port()
-    argv = operator_argv(
-        toolchain.binary("spark-operator"), namespaces, kubeconfig=cluster.kubeconfig, health_port=port
-    )
-    env = operator_env(
-        os.environ,
-        server=cluster.server(),
-        kubeconfig=cluster.kubeconfig,
-        spark=spark_home(),
-        java_home=host_java_home(),
-    )
+    argv, env = controller_command(cluster, namespaces, health_port=port)
     pid = cluster.start_process(name, argv, env=env)
     cluster.await_process(name, lambda: _ready(port), timeout=timeout, what="the Spark operator")
     return pid
@@ -224,3 +250,31 @@ def _ready(port: int) -> bool:
             return int(response.status) == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.spark_operator",
+        description="Run the real Spark operator's controller for namespaces of a local cluster with real nodes "
+        "(this process becomes the controller; its CRDs must be installed).",
+    )
+    parser.add_argument("--cluster", required=True, help="the local cluster's name")
+    parser.add_argument("--workdir", type=Path, required=True, help="the local cluster's work directory")
+    parser.add_argument(
+        "--namespace", dest="namespaces", action="append", required=True, help="a namespace to manage (repeat)"
+    )
+    parser.add_argument("--health-port", type=int, required=True, help="its probes on 127.0.0.1:PORT (/readyz)")
+    args = parser.parse_args(argv)
+    cluster = LocalCluster(args.cluster, args.workdir)
+    if reason := unavailable_reason():
+        parser.error(reason)
+    try:
+        command, env = controller_command(cluster, args.namespaces, health_port=args.health_port)
+    except (ClusterError, toolchain.ToolchainError) as err:
+        print(f"python -m infra.spark_operator: {err}", file=sys.stderr)
+        return 1
+    os.execve(command[0], command, env)  # noqa: S606 (the pinned controller, built here)
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -68,6 +68,13 @@ esi is up (stack {stack}).
   .venv/bin/esi overview          # or: kubectl get testbeds,batchjobs,schedulings
   commit a Scheduling under manifests/ and run `make up` again, or submit one: .venv/bin/esi submit FILE"""
     )
+    if values.get("realNamespace"):
+        print(
+            f"""
+  real nodes: jobs in namespace {values["realNamespace"]} run for real (the Spark operator, the Flink stand-in),
+  with the images {values.get("sparkImage")} and {values.get("flinkImage")}:
+  .venv/bin/esi --namespace {values["realNamespace"]} overview"""
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

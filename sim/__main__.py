@@ -122,7 +122,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         dest="namespaces",
         metavar="NAMESPACE",
         help="act only on applications in NAMESPACE (repeatable; default: every namespace), e.g. to leave "
-        "others to a real operator",
+        "others to a real operator; a kopf pattern too: '!real' is every namespace but real",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the random failures and jitter; same seed, same runs (default: 0)"

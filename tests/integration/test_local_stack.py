@@ -3,6 +3,10 @@ brings up a control plane with KWOK nodes and esi's processes; a queue Schedulin
 directory runs to completion after the next ``up``; removing its file removes it; ``pulumi destroy`` leaves
 no process and no file behind, also with a Scheduling made outside the stack still there.
 
+Where this machine can run real nodes, the stack has one, and the repository's own manifests for namespace
+``real`` (its Testbed, a SparkPi and a Flink WordCount BatchJob) run for real on it: the real Spark operator
+and the Flink stand-in act there, the simulator does not.
+
 The stack is the test's own: its own cluster name, work directory, ports, manifests directory and Pulumi
 state, all under the test's temporary directory, next to (not instead of) the session's cluster.
 """
@@ -22,7 +26,7 @@ from esi.client import EsiClient
 from esi.objects.names import SCHEDULER_NAME
 from infra import pulumi_local, toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
-from infra.local_stack import real_node_specs
+from infra.local_stack import real_node_specs, real_nodes_refused
 from infra.real_node import RealNode, unavailable_reason
 from infra.stack import POLICY_PACK
 from tests.integration.kube import wait_for
@@ -33,6 +37,7 @@ TESTBED = {
     "metadata": {"name": "e2e"},
     "spec": {"nodeLabel": "esi.e2e/slots", "slotsPerNode": 2, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},
 }
+REAL = "real"  # the namespace of jobs on real nodes (esi:realNamespace's default)
 SPARK = {"type": "Scala", "sparkVersion": "3.5.0", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar"}
 SCHEDULING = {
     "apiVersion": "esi.tu-berlin.de/v1alpha1",
@@ -62,11 +67,39 @@ def kill_the_second_scheduler(cluster: LocalCluster) -> None:
     )
 
 
+def real_namespace_manifests() -> list[dict[str, Any]]:
+    """The repository's committed manifests for namespace ``real``, as committed."""
+    documents = []
+    for path in sorted((toolchain.REPO_ROOT / "manifests").glob("*.yaml")):
+        documents += [d for d in yaml.safe_load_all(path.read_text()) if d and d["metadata"].get("namespace") == REAL]
+    return documents
+
+
+def run_on_the_real_node(esi: EsiClient, cluster: LocalCluster, node: RealNode) -> None:
+    """A queue of the committed real jobs on the committed real Testbed: both complete, each ran on the node."""
+    jobs = sorted(d["metadata"]["name"] for d in real_namespace_manifests() if d["kind"] == "BatchJob")
+    assert len(jobs) == 2, jobs
+    esi.submit_queue("both", REAL, jobs)
+    done = esi.wait_for_scheduling("both", timeout=300)
+    assert {j.name: j.state for j in done.job_status} == dict.fromkeys(jobs, "Completed")
+    for job in jobs:
+        status = json.loads(cluster.kubectl("get", "batchjob", job, "-n", REAL, "-o", "json"))["status"]
+        run = status["runs"][-1]
+        assert (run["outcome"], run["nodes"]) == ("Succeeded", [node.name]), run
+    logs = "".join(p.read_text(errors="replace") for p in node.pod_logs.rglob("*.log"))
+    assert "Pi is roughly 3.1" in logs, "the Spark driver's output"
+    sim_log = (cluster.logs_dir / "esi-sim.log").read_text(errors="replace")
+    assert f"{REAL}/" not in sim_log, "the simulator acted in the namespace of the real operators"
+
+
 def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_path: Path, unique: str) -> None:
     workdir, manifests = tmp_path / "kwok", tmp_path / "manifests"
     manifests.mkdir()
     (manifests / "testbed.yaml").write_text(yaml.safe_dump(TESTBED))
     (manifests / "jobs.yaml").write_text(yaml.safe_dump_all([batchjob("batchjob-spark"), batchjob("spark-crawler")]))
+    real_nodes = 0 if unavailable_reason() or real_nodes_refused(1) else 1
+    if real_nodes:
+        (manifests / "real.yaml").write_text(yaml.safe_dump_all(real_namespace_manifests()))
     name = f"e2e-{unique}"
     config: dict[str, Any] = {
         "esi:mode": "local",
@@ -77,12 +110,14 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
         "esi:extenderPort": str(free_port()),
         "esi:operatorsLivenessPort": str(free_port()),
         "esi:simLivenessPort": str(free_port()),
+        "esi:sparkOperatorHealthPort": str(free_port()),
+        "esi:flinkStandInHealthPort": str(free_port()),
         "esi:simArgs": ["--time-scale", "0.01"],
         "esi:nodes": [
             {"name": f"{name}-{i}", "cpu": "4", "memory": "8Gi", "labels": {"esi.e2e/slots": str(i)}} for i in range(2)
         ],
         # A real node too, where this machine can run one: it comes and goes with the stack.
-        "esi:realNodes": "0" if unavailable_reason() else "1",
+        "esi:realNodes": str(real_nodes),
     }
     real = [RealNode(LocalCluster(name, workdir), spec) for spec in real_node_specs(int(config["esi:realNodes"]))]
     config_file = tmp_path / "Pulumi.e2e.yaml"
@@ -134,16 +169,25 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
             # remove, must not keep `pulumi destroy` waiting for the CRD's deletion.
             esi.submit_queue("outside", "e2e", ["batchjob-spark"])
             esi.wait_for_scheduling("outside", timeout=180)
+        if real:
+            with EsiClient(outputs["apiUrl"], token=outputs["apiToken"], namespace=REAL) as in_real:
+                run_on_the_real_node(in_real, cluster, real[0])
 
         for node in real:
             assert node.running(), f"real node {node.name} is not running"
         pids = [int(p.read_text()) for p in (cluster.directory / "processes").glob("*.pid")]
-        assert len(pids) == 4 + 2 * len(real), "operators, API, simulator, second scheduler; kubelet, containerd"
+        assert len(pids) == 4 + 4 * len(real), (
+            "operators, API, simulator, second scheduler; kubelet, containerd; Spark operator, Flink stand-in"
+        )
     finally:
         pulumi("destroy", "--yes", "--skip-preview")
         # `stack init` keeps the stack's secrets salt in Pulumi.<stack>.yaml beside Pulumi.yaml: not the repo's
         (toolchain.REPO_ROOT / f"Pulumi.{name}.yaml").unlink(missing_ok=True)
 
+    assert_nothing_left(pids, real, cluster, workdir)
+
+
+def assert_nothing_left(pids: list[int], real: list[RealNode], cluster: LocalCluster, workdir: Path) -> None:
     assert not [pid for pid in pids if process_alive(pid)], "a process outlived pulumi destroy"
     mounts = Path("/proc/mounts").read_text()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout

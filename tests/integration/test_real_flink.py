@@ -33,8 +33,8 @@ from lightkube.resources.apps_v1 import Deployment
 
 from esi.objects.names import ROLE_EXECUTOR, SLOT_LABEL
 from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
-from infra.flink_standin import start_standin
-from infra.flink_standin import unavailable_reason as standin_unavailable
+from infra.flink_standin_process import start_standin
+from infra.flink_standin_process import unavailable_reason as standin_unavailable
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec
 from infra.real_node import unavailable_reason as real_nodes_unavailable

@@ -1,16 +1,20 @@
 """The Flink stand-in's pure parts: a FlinkDeployment as Flink's client gets it (as the operator's
-FlinkConfigBuilder builds it), and the status it reports from what it observes."""
+FlinkConfigBuilder builds it), the status it reports from what it observes; and its health endpoint."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from flink_standin.__main__ import parse
+from flink_standin.health import HealthEndpoint, answer, serve
 from flink_standin.status import Observation, decide
 from flink_standin.submission import LocalCluster, SubmissionError, submission
+from kube.resources import api_server_for_pods
 
 LOCAL = LocalCluster(kubeconfig="/home/me/kubeconfig.yaml", api_host="10.0.0.1", api_port=6443)
 API_ENV = [
@@ -209,3 +213,50 @@ def test_the_command_line_says_what_is_wrong(tmp_path: Any, capsys: pytest.Captu
             ]
         )
     assert "expected https://HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_health_endpoint_answers_ready_only_once_the_namespaces_were_read() -> None:
+    assert answer("GET /healthz HTTP/1.1", "/healthz", ready=True).startswith(b"HTTP/1.1 200 OK\r\n")
+    assert answer("GET /healthz?x=1 HTTP/1.1", "/healthz", ready=False).startswith(b"HTTP/1.1 503 ")
+    assert answer("GET /other HTTP/1.1", "/healthz", ready=True).startswith(b"HTTP/1.1 404 ")
+    assert answer("POST /healthz HTTP/1.1", "/healthz", ready=True).startswith(b"HTTP/1.1 404 ")
+    assert answer("HEAD /healthz HTTP/1.1", "/healthz", ready=True).endswith(b"\r\n\r\n")
+    assert HealthEndpoint.parse("http://127.0.0.1:8094/healthz") == HealthEndpoint("127.0.0.1", 8094, "/healthz")
+    with pytest.raises(ValueError, match="expected http://HOST:PORT/PATH"):
+        HealthEndpoint.parse("127.0.0.1:8094")
+
+
+def test_the_health_endpoint_serves_what_ready_says_at_each_request() -> None:
+    async def scenario() -> list[int]:
+        state = {"read": False}
+        server = await serve(HealthEndpoint("127.0.0.1", 0, "/healthz"), lambda: state["read"])
+        port = server.sockets[0].getsockname()[1]
+        codes = []
+        async with httpx.AsyncClient() as http:
+            for read in (False, True):
+                state["read"] = read
+                codes.append((await http.get(f"http://127.0.0.1:{port}/healthz")).status_code)
+        server.close()
+        await server.wait_closed()
+        return codes
+
+    assert asyncio.run(scenario()) == [503, 200]
+
+
+def test_the_health_option_is_parsed(tmp_path: Any) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "flink").write_text("")
+    common = ["--kubeconfig", "k", "--namespace", "n", "--flink-home", str(tmp_path), "--java-home", str(tmp_path)]
+    settings = parse(
+        [*common, "--workdir", str(tmp_path), "--pod-api-server", "https://x:1", "--health", "http://h:2/hz"]
+    )
+    assert settings.health == HealthEndpoint("h", 2, "/hz")
+
+
+def test_pods_reach_the_api_server_at_the_address_of_the_kubernetes_endpointslice() -> None:
+    endpoint_slice = {"endpoints": [{"addresses": ["10.1.2.3"]}], "ports": [{"name": "https", "port": 6443}]}
+    assert api_server_for_pods(endpoint_slice) == "https://10.1.2.3:6443"
+    v6 = {"endpoints": [{"addresses": ["fd00::1"]}], "ports": [{"port": 443}]}
+    assert api_server_for_pods(v6) == "https://[fd00::1]:443"
+    with pytest.raises(ValueError, match="names no address"):
+        api_server_for_pods({"endpoints": None, "ports": [{"port": 443}]})

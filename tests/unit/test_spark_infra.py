@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra.spark_image import ENTRYPOINT
-from infra.spark_operator import SparkOperatorError, driver_rbac, operator_argv, operator_env
+from infra.spark_operator import SparkOperatorError, driver_rbac, operator_argv, operator_env, spark_defaults
 
 
 def run_entrypoint(tmp_path: Path, args: list[str], env: dict[str, str]) -> list[str]:
@@ -128,9 +128,22 @@ def test_spark_submit_is_pointed_at_the_clusters_api_server() -> None:
         kubeconfig=Path("/k.yaml"),
         spark=Path("/spark"),
         java_home=Path("/jvm"),
+        conf=Path("/conf"),
     )
 
     assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == ("127.0.0.1", "36443")
     assert (env["SPARK_HOME"], env["KUBECONFIG"], env["PATH"]) == ("/spark", "/k.yaml", "/jvm/bin:/usr/bin")
+    assert env["SPARK_CONF_DIR"] == "/conf"
     with pytest.raises(SparkOperatorError, match="https"):
-        operator_env({}, server="http://127.0.0.1:8080", kubeconfig=Path("/k"), spark=Path("/s"), java_home=Path("/j"))
+        operator_env(
+            {},
+            server="http://127.0.0.1:8080",
+            kubeconfig=Path("/k"),
+            spark=Path("/s"),
+            java_home=Path("/j"),
+            conf=Path("/c"),
+        )
+
+
+def test_drivers_on_a_local_cluster_are_told_where_pods_reach_the_api_server() -> None:
+    assert spark_defaults("https://10.1.2.3:6443") == "spark.kubernetes.driver.master https://10.1.2.3:6443\n"

@@ -16,7 +16,6 @@ from flink_standin.controller import READY_LINE
 from infra.flink_image import flink_home
 from infra.java_runtime import host_java_home, host_java_missing
 from infra.local_cluster import ClusterError, LocalCluster
-from infra.real_node import pod_api_server_url
 
 __all__ = ["PROCESS", "FlinkStandInError", "standin_argv", "start_standin", "unavailable_reason"]
 
@@ -32,8 +31,10 @@ def unavailable_reason() -> str | None:
     return host_java_missing()
 
 
-def standin_argv(cluster: LocalCluster, namespaces: Sequence[str]) -> list[str]:
-    """The stand-in's command line for ``cluster`` and ``namespaces`` (builds the Flink distribution if needed)."""
+def standin_argv(cluster: LocalCluster, namespaces: Sequence[str], *, health: str | None = None) -> list[str]:
+    """The stand-in's command line for ``cluster`` and ``namespaces``, serving ``health`` if given (builds the
+    Flink distribution if needed). The cluster need not run yet: the stand-in reads where pods reach the API
+    server when it starts."""
     if not namespaces or any(not n for n in namespaces):
         raise FlinkStandInError("the Flink stand-in needs the namespaces it handles: all of them would include sim's")
     argv = [sys.executable, "-m", "flink_standin", "--kubeconfig", str(cluster.kubeconfig)]
@@ -47,8 +48,7 @@ def standin_argv(cluster: LocalCluster, namespaces: Sequence[str]) -> list[str]:
         str(host_java_home()),
         "--workdir",
         str(cluster.directory / PROCESS),
-        "--pod-api-server",
-        pod_api_server_url(cluster),
+        *([f"--health={health}"] if health else []),
     ]
 
 
