@@ -148,10 +148,10 @@ def import_image(image: BuiltImage, containerd_socket: Path) -> None:
 
 
 def alias_image(image: BuiltImage, reference: str, containerd_socket: Path) -> None:
-    """Make an imported ``image`` known under ``reference`` too (a registry's name no pod here can pull)."""
-    if not image_present(reference, containerd_socket):
-        ctr: list[str | Path] = [CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE]
-        _run([*ctr, "images", "tag", "--force", image.reference, reference], reference)
+    """Make an imported ``image`` known under ``reference`` too (a registry's name no pod here can pull, or a
+    name without the content digest), replacing whatever that name stood for before."""
+    ctr: list[str | Path] = [CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE]
+    _run([*ctr, "images", "tag", "--force", image.reference, reference], reference)
 
 
 def pause_source(pins: dict[str, str] | None = None) -> Path:

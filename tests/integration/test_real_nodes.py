@@ -113,6 +113,20 @@ def test_a_pinned_pod_runs_a_real_container(real_node: RealNode, client: Client,
     assert container_id.removeprefix("containerd://") in listed, "containerd runs the pod's container"
 
 
+def test_an_alias_follows_the_image_it_was_last_given(real_node: RealNode) -> None:
+    ctr = [images.CTR, "-a", str(real_node.containerd_socket), "-n", images.CRI_NAMESPACE]
+
+    def digest(reference: str) -> str:
+        listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout
+        rows = [line.split() for line in listed.splitlines()[1:]]
+        return next(row[2] for row in rows if row[0] == reference)
+
+    alias = f"{images.REGISTRY}/alias-test:1"
+    for image in (images.pause_image(), images.busybox_image()):
+        images.alias_image(image, alias, real_node.containerd_socket)
+        assert digest(alias) == digest(image.reference), f"{alias} stands for {image.reference}"
+
+
 def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, client: Client, namespace: str) -> None:
     pause = images.pause_image().reference
     client.create(pinned_pod("too-big", namespace, real_node, pause, resources={"requests": {"cpu": "2"}}))
