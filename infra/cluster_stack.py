@@ -23,10 +23,12 @@ over the fields, ``pulumi.com/patchForce`` settling conflicts with earlier appli
 destroy — deleting a CRD would delete every Testbed, BatchJob and Scheduling in the cluster. Everything else
 cluster-scoped (ClusterRoles, bindings) carries the namespace in its name, so installations do not collide.
 
-The Helm charts are fetched when ``pulumi up`` runs. ``check_chart_available`` looks at the chart repository
-first and, when it cannot be read or lacks the version, stops with an error that names the chart, the
-repository and the switch that leaves the operators out (``esi:installOperators``) — rather than installing
-anything half-way.
+The Spark operator's chart at the pinned version is the release's own, copied from the pinned Go module by
+``make tools`` (``infra.spark_operator.chart_dir``): no chart repository is needed. Other charts are fetched
+when ``pulumi up`` runs. ``check_chart_available`` looks first — at the local chart's ``Chart.yaml``, or at the
+chart repository's index — and, when the chart is missing or lacks the version, stops with an error that
+names the chart, where it was looked for and the switches that leave it out (``<chart>.install``,
+``esi:installOperators``) — rather than installing anything half-way.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from esi.resources.meta import GROUP, deep_merged, part_of_esi
-from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
+from infra.second_scheduler import IMAGE_BINARY, NONROOT_UID, SecondSchedulerSettings, scheduler_configuration
+from infra.spark_operator import chart_dir
+from infra.toolchain import load_pins
 
 __all__ = [
     "API",
@@ -91,22 +95,24 @@ EXTENDER_PORT: Final = 8080
 OPERATORS_HEALTH_PORT: Final = 8081
 SCHEDULER_SECURE_PORT: Final = 10259  # kube-scheduler's default; serves /healthz over HTTPS
 ESI_UID: Final = 10001  # the user the Dockerfile creates
-NONROOT_UID: Final = 65532  # the "nonroot" user of the distroless base of Kubernetes' images
 SCHEDULER_CONFIG_DIR: Final = "/etc/esi-scheduler"
 PATCH_FORCE: Final = {"pulumi.com/patchForce": "true"}
 PART_OF: Final = part_of_esi()
 
 SPARK_OPERATOR_REPO: Final = "https://kubeflow.github.io/spark-operator"
 FLINK_OPERATOR_REPO: Final = "https://downloads.apache.org/flink/flink-kubernetes-operator-{version}/"
-DEFAULT_SPARK_OPERATOR_VERSION: Final = "2.4.0"
+DEFAULT_SPARK_OPERATOR_VERSION: Final = load_pins()["spark-operator"]  # the release `make tools` builds
 DEFAULT_FLINK_OPERATOR_VERSION: Final = "1.12.1"
 # Merged under whatever esi:sparkOperator.values / esi:flinkOperator.values say.
 DEFAULT_SPARK_OPERATOR_VALUES: Final[Mapping[str, Any]] = {
     # BatchJobs live in any namespace; "" makes the operator watch all of them.
     "spark": {"jobNamespaces": [""]},
-    # The webhook is what puts the executor's schedulerName, affinity and labels (esi/applications.py) on
-    # the pods; without it executors would bypass esi-scheduler.
-    "webhook": {"enable": True},
+    # No webhook: esi puts schedulerName, priority class, affinity and tolerations into the executor's pod
+    # template (esi/objects/applications.py), which the operator hands to Spark; only spec.driver/executor's
+    # own placement fields need the webhook, and esi writes none (checked against the real operator:
+    # tests/integration/test_real_spark.py). A webhook would be one more pod whose outage (failurePolicy)
+    # blocks the job namespaces' pods.
+    "webhook": {"enable": False},
 }
 # Everything else esi needs of Flink is in each FlinkDeployment esi writes (the TaskManager count pinned to the
 # slots, pod templates already merged, no spec.podTemplate left for the operator to merge) or done by esi (a
@@ -135,15 +141,23 @@ class HelmChart:
     version: str
     namespace: str
     values: Mapping[str, Any] = field(default_factory=dict)
+    install: bool = True
+
+    @property
+    def local(self) -> bool:
+        """Whether ``repo`` is a chart directory on this machine (not a repository or registry URL)."""
+        return "://" not in self.repo
 
 
 def _spark_operator(version: str = DEFAULT_SPARK_OPERATOR_VERSION) -> HelmChart:
+    """The pinned release from the module's own chart (``make tools``); another version from the repository."""
+    repo = str(chart_dir()) if version == DEFAULT_SPARK_OPERATOR_VERSION else SPARK_OPERATOR_REPO
     return HelmChart(
         "the Spark operator",
         "esi:sparkOperator",
         "spark-operator",
         "spark-operator",
-        SPARK_OPERATOR_REPO,
+        repo,
         version,
         "spark-operator",
         DEFAULT_SPARK_OPERATOR_VALUES,
@@ -256,17 +270,21 @@ def _chart(default: HelmChart, value: Any, for_version: Callable[[str], HelmChar
     namespace and values (merged over the defaults, which esi relies on)."""
     if value is None:
         return default
+    keys = ("install", "version", "repo", "namespace", "values")
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{default.config_key} must be a map (version, repo, namespace, values), not {value!r}")
-    unknown = set(value) - {"version", "repo", "namespace", "values"}
+        raise ConfigError(f"{default.config_key} must be a map ({', '.join(keys)}), not {value!r}")
+    unknown = set(value) - set(keys)
     if unknown:
-        raise ConfigError(
-            f"{default.config_key} has unknown keys {sorted(unknown)}: use version, repo, namespace, values"
-        )
+        raise ConfigError(f"{default.config_key} has unknown keys {sorted(unknown)}: use {', '.join(keys)}")
     chart = for_version(str(value["version"])) if "version" in value else default
     values = value.get("values") or {}
     if not isinstance(values, Mapping):
         raise ConfigError(f"{default.config_key}.values must be a map of Helm values, not {values!r}")
+    install = value.get("install", True)
+    if isinstance(install, str) and install.lower() in ("true", "false"):
+        install = install.lower() == "true"
+    if not isinstance(install, bool):
+        raise ConfigError(f"{default.config_key}.install must be true or false, not {install!r}")
     return HelmChart(
         chart.title,
         chart.config_key,
@@ -276,6 +294,7 @@ def _chart(default: HelmChart, value: Any, for_version: Callable[[str], HelmChar
         chart.version,
         str(value.get("namespace") or chart.namespace),
         deep_merged(chart.values, values),
+        install,
     )
 
 
@@ -537,7 +556,7 @@ def scheduler_deployment_manifest(args: ClusterEsiArgs, config_map: str) -> dict
         "name": "kube-scheduler",
         "image": args.scheduler_image,
         "imagePullPolicy": args.image_pull_policy,
-        "command": ["/usr/local/bin/kube-scheduler", f"--config={SCHEDULER_CONFIG_DIR}/config.yaml", "--v=2"],
+        "command": [IMAGE_BINARY, f"--config={SCHEDULER_CONFIG_DIR}/config.yaml", "--v=2"],
         "ports": [{"name": "https", "containerPort": SCHEDULER_SECURE_PORT}],
         "livenessProbe": {**probe, "initialDelaySeconds": 15},
         "readinessProbe": probe,
@@ -562,21 +581,27 @@ class ChartUnavailable(pulumi.RunError):
     (shown by Pulumi without a traceback)."""
 
     def __init__(self, chart: HelmChart, reason: str) -> None:
+        where = (
+            "`make tools` (it copies the chart from the pinned module)"
+            if chart.local
+            else f"the repository reachable (or set {chart.config_key}.repo to a mirror, {chart.config_key}.version "
+            "to a version it has)"
+        )
         super().__init__(
             f"cannot install {chart.title}: Helm chart {chart.chart!r} version {chart.version} from {chart.repo} "
-            f"is not available: {reason}. Make the repository reachable (or set {chart.config_key}.repo to a "
-            f"mirror, {chart.config_key}.version to a version it has), or deploy esi without the Spark and Flink "
-            "operators: `pulumi config set esi:installOperators false` (esi then needs them installed otherwise "
-            "to run jobs)."
+            f"is not available: {reason}. Run {where}, or deploy esi without it: `{chart.config_key}.install: false` "
+            "in the stack's config, or without the Spark and Flink operators: `pulumi config set "
+            "esi:installOperators false` (esi then needs them installed otherwise to run jobs)."
         )
         self.chart = chart
 
 
 def check_chart_available(chart: HelmChart, timeout: float = 15) -> None:
-    """Return if the chart's repository lists the chart at its version; else raise ``ChartUnavailable``.
-
-    Only http(s) repositories are checked; for others (oci://, a local path) Helm's own error stands.
-    """
+    """Return if the chart is there at its version — a local chart's ``Chart.yaml``, an http(s) repository's
+    index — else raise ``ChartUnavailable``. For OCI registries Helm's own error stands."""
+    if chart.local:
+        _check_local_chart(chart)
+        return
     if not chart.repo.startswith(("https://", "http://")):
         return
     url = chart.repo.rstrip("/") + "/index.yaml"
@@ -590,6 +615,17 @@ def check_chart_available(chart: HelmChart, timeout: float = 15) -> None:
     if chart.version not in versions:
         listed = ", ".join(versions[-8:]) if versions else "none"
         raise ChartUnavailable(chart, f"{url} does not list that version (versions there: {listed})")
+
+
+def _check_local_chart(chart: HelmChart) -> None:
+    manifest = Path(chart.repo) / "Chart.yaml"
+    try:
+        described = yaml.safe_load(manifest.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ChartUnavailable(chart, f"{manifest} cannot be read ({err})") from err
+    found = (described.get("name"), str(described.get("version"))) if isinstance(described, Mapping) else None
+    if found != (chart.chart, chart.version):
+        raise ChartUnavailable(chart, f"{manifest} describes {found}, not ({chart.chart!r}, {chart.version!r})")
 
 
 # --------------------------------------------------------------------------------------------- components
@@ -843,18 +879,14 @@ class ApplicationOperators(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("esi:cluster:ApplicationOperators", name, None, opts)
+        charts = [chart for chart in charts if chart.install]
         for chart in charts:
             check(chart)
         self.releases = [
             k8s.helm.v3.Release(
                 f"{name}-{chart.release}",
                 name=chart.release,
-                # An OCI registry holds the chart itself; a classic repository has an index to look it up in.
-                chart=f"{chart.repo.rstrip('/')}/{chart.chart}" if chart.repo.startswith("oci://") else chart.chart,
-                repository_opts=None
-                if chart.repo.startswith("oci://")
-                else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-                version=chart.version,
+                **_chart_source(chart),
                 namespace=chart.namespace,
                 create_namespace=True,
                 values=dict(chart.values),
@@ -863,6 +895,20 @@ class ApplicationOperators(pulumi.ComponentResource):
             for chart in charts
         ]
         self.register_outputs({})
+
+
+def _chart_source(chart: HelmChart) -> dict[str, Any]:
+    """Where Helm takes the chart from: a local directory as it is (its Chart.yaml says the version), an OCI
+    registry by the chart's reference, a classic repository by name in its index."""
+    if chart.local:
+        return {"chart": chart.repo}
+    if chart.repo.startswith("oci://"):
+        return {"chart": f"{chart.repo.rstrip('/')}/{chart.chart}", "version": chart.version}
+    return {
+        "chart": chart.chart,
+        "repository_opts": k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        "version": chart.version,
+    }
 
 
 class ClusterEsi(pulumi.ComponentResource):

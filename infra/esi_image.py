@@ -139,20 +139,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="Build esi's image without a registry or a daemon (cached), or push it to a registry.",
     )
     commands_ = parser.add_subparsers(dest="command", required=True)
-    commands_.add_parser("image", help="build the image (if not cached); print its reference and archive")
-    push = commands_.add_parser("push", help="copy the image to a registry with skopeo")
-    push.add_argument("destination", help="where to, e.g. registry.example.org/team/esi:0.1.0")
+    images.add_image_commands(commands_, "registry.example.org/team/esi:0.1.0")
     args = parser.parse_args(argv)
-    built = esi_image()
-    if args.command == "image":
-        print(built.reference)
-        print(built.archive)
-        return
-    _run(
-        ["skopeo", "copy", f"docker-archive:{built.archive}", f"docker://{args.destination}"],
-        f"push {built.reference} to {args.destination}",
-    )
-    print(f"pushed {built.reference} as {args.destination}: pulumi config set -s cluster esi:image {args.destination}")
+    images.run_image_command(args, esi_image(), "pulumi config set -s cluster esi:image {}")
 
 
 if __name__ == "__main__":

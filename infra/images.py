@@ -16,6 +16,7 @@ derives the tag from what goes into the root filesystem (a version, a digest of 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
@@ -31,6 +32,7 @@ from infra import commands, toolchain
 __all__ = [
     "BuiltImage",
     "ImageError",
+    "add_image_commands",
     "alias_image",
     "build_image",
     "busybox_image",
@@ -39,6 +41,8 @@ __all__ = [
     "import_image",
     "pause_image",
     "pause_source",
+    "push_image",
+    "run_image_command",
 ]
 
 REGISTRY = "esi.local"  # no registry has this name: an image reference that can only be local
@@ -145,6 +149,33 @@ def import_image(image: BuiltImage, containerd_socket: Path) -> None:
     """Load ``image`` into one node's containerd, unpacked for its snapshotter; nothing when it is there."""
     if not image_present(image.reference, containerd_socket):
         _run([CTR, "-a", containerd_socket, "-n", CRI_NAMESPACE, "images", "import", image.archive], image.reference)
+
+
+def push_image(image: BuiltImage, destination: str) -> None:
+    """Copy ``image`` to a registry (``registry.example.org/team/name:tag``) with skopeo: no daemon; skopeo
+    reads the registry's credentials where ``skopeo login``/``docker login`` put them."""
+    _run(
+        ["skopeo", "copy", f"docker-archive:{image.archive}", f"docker://{destination}"],
+        f"push to {destination}",
+        timeout=1800,
+    )
+
+
+def add_image_commands(commands_: argparse._SubParsersAction[argparse.ArgumentParser], example: str) -> None:
+    """The subcommands ``image`` (build if not cached; print reference and archive) and ``push DESTINATION``."""
+    commands_.add_parser("image", help="build the image (if not cached); print its reference and archive")
+    push = commands_.add_parser("push", help="copy the image to a registry with skopeo")
+    push.add_argument("destination", help=f"where to, e.g. {example}")
+
+
+def run_image_command(args: argparse.Namespace, image: BuiltImage, then: str) -> None:
+    """Do what ``add_image_commands`` parsed; after a push, say ``then`` (``{}``: the destination)."""
+    if args.command == "image":
+        print(image.reference)
+        print(image.archive)
+        return
+    push_image(image, args.destination)
+    print(f"pushed {image.reference} as {args.destination}: {then.format(args.destination)}")
 
 
 def alias_image(image: BuiltImage, reference: str, containerd_socket: Path) -> None:

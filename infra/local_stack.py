@@ -481,6 +481,7 @@ def _real_operators(args: LocalEsiArgs, after: pulumi.ResourceOptions) -> list[p
             sys.executable,
             "-m",
             "infra.spark_operator",
+            "controller",
             f"--cluster={args.cluster}",
             f"--workdir={args.workdir}",
             f"--namespace={args.real_namespace}",

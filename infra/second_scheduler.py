@@ -1,29 +1,47 @@
-"""esi's second kube-scheduler: its configuration, and running it as a local process.
+"""esi's second kube-scheduler: its configuration, running it as a local process, and its image for a cluster.
 
 ``scheduler_configuration`` is pure: the same KubeSchedulerConfiguration goes into a file for a local
 process and, on a real cluster, into the ConfigMap of the scheduler's Deployment. The settings that matter
 (docs/design.md#second-scheduler): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
 nodes the slot's node may never be offered to the extender; raised client qps/burst; the extender with
 filter and preempt verbs and ``nodeCacheCapable``.
+
+``scheduler_image`` is the pinned kube-scheduler (the toolchain's static binary) alone in an image, run as the
+"nonroot" user of Kubernetes' own images (65532) — what ``registry.k8s.io/kube-scheduler`` holds, made here
+without a registry: ``python -m infra.second_scheduler image|push DESTINATION``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import hashlib
 import json
+import shutil
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from infra import toolchain
+from infra import images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port
 from infra.supervise import supervised
 
-__all__ = ["SecondScheduler", "SecondSchedulerSettings", "scheduler_configuration"]
+__all__ = [
+    "IMAGE_BINARY",
+    "NONROOT_UID",
+    "SecondScheduler",
+    "SecondSchedulerSettings",
+    "scheduler_configuration",
+    "scheduler_image",
+]
+
+IMAGE_BINARY: Final = "/usr/local/bin/kube-scheduler"  # where Kubernetes' image has it
+NONROOT_UID: Final = 65532  # the "nonroot" user of the distroless base of Kubernetes' images
 
 
 @dataclass(frozen=True)
@@ -126,3 +144,41 @@ class SecondScheduler:
 
     def stop(self) -> None:
         self.cluster.stop_process(self.process_name)
+
+
+def scheduler_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
+    """``esi.local/kube-scheduler:v<version>-<digest of the binary>``: the binary at ``IMAGE_BINARY``, an empty
+    ``/tmp``, user 65532; built once."""
+    pins = pins or toolchain.load_pins()
+    binary = toolchain.binary("kube-scheduler", pins)
+    tag = f"v{pins['kubernetes']}-{hashlib.sha256(binary.read_bytes()).hexdigest()[:12]}"
+
+    def populate(rootfs: Path) -> None:
+        target = rootfs / IMAGE_BINARY.lstrip("/")
+        target.parent.mkdir(parents=True)
+        shutil.copy(binary, target)
+        (rootfs / "tmp").mkdir(mode=0o1777)
+
+    user = f"{NONROOT_UID}:{NONROOT_UID}"
+    return images.build_image("kube-scheduler", tag, populate, entrypoint=[IMAGE_BINARY], user=user)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.second_scheduler",
+        description="The pinned kube-scheduler's image, built here without a registry or daemon (cached), or "
+        "pushed to a registry with skopeo.",
+    )
+    commands_ = parser.add_subparsers(dest="command", required=True)
+    images.add_image_commands(commands_, "registry.example.org/team/kube-scheduler:v1.34.4")
+    args = parser.parse_args(argv)
+    try:
+        images.run_image_command(args, scheduler_image(), "pulumi config set -s cluster esi:schedulerImage {}")
+    except (images.ImageError, toolchain.ToolchainError) as err:
+        print(f"python -m infra.second_scheduler: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

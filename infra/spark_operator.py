@@ -90,8 +90,10 @@ def crd_dir(pins: dict[str, str] | None = None) -> Path:
 
 
 def chart_dir(pins: dict[str, str] | None = None) -> Path:
-    """The Helm chart of the built operator release (``Chart.yaml`` and ``templates/``)."""
-    return toolchain.binary("spark-operator", pins).parent.parent / "chart"
+    """Where ``make tools`` puts the Helm chart of the pinned operator release (``Chart.yaml``, ``templates/``)."""
+    pins = pins or toolchain.load_pins()
+    (tool,) = [t for t in toolchain.TOOLS if t.name == "spark-operator"]
+    return toolchain.install_dir(tool, pins) / "chart"
 
 
 # The release image's entry point, in esi's words: the controller (or webhook) under tini, its arguments the pod's.
@@ -255,25 +257,33 @@ def _ready(port: int) -> bool:
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m infra.spark_operator",
-        description="Run the real Spark operator's controller for namespaces of a local cluster with real nodes "
-        "(this process becomes the controller; its CRDs must be installed).",
+        description="The real Spark operator's controller for namespaces of a local cluster with real nodes, and "
+        "the release's image for a cluster (built here, no registry or daemon; pushed with skopeo).",
     )
-    parser.add_argument("--cluster", required=True, help="the local cluster's name")
-    parser.add_argument("--workdir", type=Path, required=True, help="the local cluster's work directory")
-    parser.add_argument(
+    commands_ = parser.add_subparsers(dest="command", required=True)
+    controller = commands_.add_parser(
+        "controller", help="become the controller for namespaces of a local cluster (its CRDs must be installed)"
+    )
+    controller.add_argument("--cluster", required=True, help="the local cluster's name")
+    controller.add_argument("--workdir", type=Path, required=True, help="the local cluster's work directory")
+    controller.add_argument(
         "--namespace", dest="namespaces", action="append", required=True, help="a namespace to manage (repeat)"
     )
-    parser.add_argument("--health-port", type=int, required=True, help="its probes on 127.0.0.1:PORT (/readyz)")
+    controller.add_argument("--health-port", type=int, required=True, help="its probes on 127.0.0.1:PORT (/readyz)")
+    images.add_image_commands(commands_, "registry.example.org/team/spark-operator:2.4.0")
     args = parser.parse_args(argv)
-    cluster = LocalCluster(args.cluster, args.workdir)
-    if reason := unavailable_reason():
-        parser.error(reason)
     try:
-        command, env = controller_command(cluster, args.namespaces, health_port=args.health_port)
-    except (ClusterError, toolchain.ToolchainError) as err:
+        if args.command == "controller":
+            if reason := unavailable_reason():
+                parser.error(reason)
+            cluster = LocalCluster(args.cluster, args.workdir)
+            command, env = controller_command(cluster, args.namespaces, health_port=args.health_port)
+            os.execve(command[0], command, env)  # noqa: S606 (the pinned controller, built here)
+        images.run_image_command(args, operator_image(), "set it as esi:sparkOperator's values.image")
+    except (ClusterError, images.ImageError, toolchain.ToolchainError) as err:
         print(f"python -m infra.spark_operator: {err}", file=sys.stderr)
         return 1
-    os.execve(command[0], command, env)  # noqa: S606 (the pinned controller, built here)
+    return 0
 
 
 if __name__ == "__main__":

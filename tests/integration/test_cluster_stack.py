@@ -308,11 +308,13 @@ def test_pulumi_up_deploys_esi_into_the_cluster_and_destroy_removes_it(
         },
     )
 
-    # No chart repository is reachable here: the program must say so, and how to go on without.
+    # The Spark operator's chart is the pinned module's own; the Flink operator's repository is not reachable
+    # here: the program must say so, and how to go on without.
     with pytest.raises(pulumi_local.PulumiError) as refused:
         pulumi("preview")
-    assert "cannot install the Spark operator" in str(refused.value)
-    assert "https://kubeflow.github.io/spark-operator/index.yaml could not be fetched" in str(refused.value)
+    assert "cannot install the Flink Kubernetes operator" in str(refused.value)
+    assert "flink-kubernetes-operator-1.12.1/index.yaml could not be fetched" in str(refused.value)
+    assert "esi:flinkOperator.install: false" in str(refused.value)
     assert "pulumi config set esi:installOperators false" in str(refused.value)
     pulumi("config", "set", "--type", "bool", "esi:installOperators", "false")
 

@@ -34,9 +34,11 @@ from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_im
 from infra.java_runtime import FLINK_UID, host_java_home
 from infra.local_cluster import LocalCluster, process_alive
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
+from infra.second_scheduler import scheduler_image
 from infra.spark_image import spark_version
 from infra.spark_operator import chart_dir, operator_image
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from infra.toolchain import load_pins
 from tests.integration.kube import get_or_none, wait_for
 from tests.integration.real_stack import example_flink_rbac
 
@@ -175,6 +177,17 @@ def test_the_flink_image_runs_flinks_word_count_on_a_real_node(
     assert "question" in counts, logs[-3000:]
 
 
+def as_its_user_read_only(pod: Pod) -> Pod:
+    """``pod`` as the cluster stack's pods run: the image's own (non-root) user, a read-only root filesystem, no
+    capabilities, no privilege escalation."""
+    assert pod.spec is not None
+    pod.spec.securityContext = PodSecurityContext(runAsNonRoot=True)
+    pod.spec.containers[0].securityContext = SecurityContext(
+        readOnlyRootFilesystem=True, allowPrivilegeEscalation=False, capabilities=Capabilities(drop=["ALL"])
+    )
+    return pod
+
+
 def test_esis_image_runs_esis_processes_on_a_real_node_as_its_user_on_a_read_only_root(
     real_node: RealNode, client: Client, namespace: str
 ) -> None:
@@ -189,12 +202,11 @@ def test_esis_image_runs_esis_processes_on_a_real_node_as_its_user_on_a_read_onl
         "import esi, kube, lightkube, kopf, fastapi, uvicorn\n"
         "print('imported', esi.__file__, kube.__file__)\n"
     )
-    manifest = pinned_pod("esi", namespace, real_node, image.reference, command=["python", "-c", script])
-    manifest.spec.securityContext = PodSecurityContext(runAsNonRoot=True)
-    manifest.spec.containers[0].securityContext = SecurityContext(
-        readOnlyRootFilesystem=True, allowPrivilegeEscalation=False, capabilities=Capabilities(drop=["ALL"])
+    client.create(
+        as_its_user_read_only(
+            pinned_pod("esi", namespace, real_node, image.reference, command=["python", "-c", script])
+        )
     )
-    client.create(manifest)
 
     done = wait_for("esi's processes to answer", phase_of(client, "esi", namespace, "Succeeded", "Failed"), 120)
     logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_esi_*/main/*.log"))
@@ -226,6 +238,21 @@ def test_the_spark_operators_image_runs_its_controller_and_spark_submit_on_a_rea
     chart = yaml.safe_load((chart_dir() / "Chart.yaml").read_text())
     assert (chart["name"], chart["version"], chart["appVersion"]) == ("spark-operator", "2.4.0", "2.4.0")
     assert (chart_dir() / "templates").is_dir(), "the release's own chart, from the module's sources"
+
+
+def test_the_schedulers_image_runs_kube_scheduler_on_a_real_node_as_nonroot_on_a_read_only_root(
+    real_node: RealNode, client: Client, namespace: str
+) -> None:
+    image = scheduler_image()
+    images.import_image(image, real_node.containerd_socket)
+    client.create(
+        as_its_user_read_only(pinned_pod("scheduler", namespace, real_node, image.reference, args=["--version"]))
+    )
+
+    done = wait_for("kube-scheduler --version", phase_of(client, "scheduler", namespace, "Succeeded", "Failed"), 60)
+    logs = "".join(p.read_text() for p in real_node.pod_logs.glob(f"{namespace}_scheduler_*/main/*.log"))
+    assert done.status.phase == "Succeeded", logs
+    assert f"Kubernetes v{load_pins()['kubernetes']}" in logs, logs
 
 
 FLINK_CLUSTER = "wc"

@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,6 +38,7 @@ from infra.cluster_stack import (
     check_chart_available,
     operators_deployment_manifest,
 )
+from infra.spark_operator import chart_dir
 from infra.toolchain import REPO_ROOT
 
 # Pulumi's mock monitor gives every thread it is called from an event loop of its own and never closes them.
@@ -468,13 +470,44 @@ def test_helm_releases_of_both_operators_when_switched_on() -> None:
 
     assert checked == ["spark-operator", "flink-kubernetes-operator"]
     spark, flink = releases["spark-operator"], releases["flink-kubernetes-operator"]
-    assert (spark["chart"], spark["version"]) == ("spark-operator", "2.4.0")
-    assert spark["repositoryOpts"] == {"repo": "https://kubeflow.github.io/spark-operator"}
+    assert spark["chart"] == str(chart_dir()), "the pinned release's own chart, from the module (make tools)"
+    assert "repositoryOpts" not in spark
+    assert "version" not in spark, "a local chart's Chart.yaml says its version"
     assert spark["values"]["spark"]["jobNamespaces"] == [""], "BatchJobs may live in any namespace"
-    assert spark["values"]["webhook"]["enable"] is True, "the webhook sets the executors' schedulerName"
+    assert spark["values"]["webhook"]["enable"] is False, "executors get esi's settings from their template"
     assert (flink["chart"], flink["version"]) == ("flink-kubernetes-operator", "1.12.1")
     assert flink["repositoryOpts"] == {"repo": "https://downloads.apache.org/flink/flink-kubernetes-operator-1.12.1/"}
     assert all(r["createNamespace"] for r in releases.values())
+
+
+def test_another_spark_operator_version_comes_from_its_chart_repository(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    older = config({"sparkOperator": {"version": "2.3.0"}}).spark_operator
+    assert (older.repo, older.local) == ("https://kubeflow.github.io/spark-operator", False)
+    assert config({}).spark_operator.local
+
+
+def test_a_chart_left_out_is_neither_checked_nor_installed(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    args = config({"installOperators": "true", "flinkOperator": {"install": "false"}})
+    checked: list[str] = []
+    releases = deploy(args, chart_check=lambda c: checked.append(c.chart)).of_type(RELEASE)
+
+    assert checked == ["spark-operator"]
+    assert [r.inputs["name"] for r in releases] == ["spark-operator"]
+
+
+def test_a_local_chart_is_checked_against_its_chart_yaml(tmp_path: Path) -> None:
+    chart = replace(ClusterEsiArgs().spark_operator, repo=str(tmp_path))
+    with pytest.raises(ChartUnavailable, match=r"Chart\.yaml cannot be read.*Run `make tools`"):
+        check_chart_available(chart)
+    (tmp_path / "Chart.yaml").write_text("name: spark-operator\nversion: 2.3.0\n")
+    with pytest.raises(ChartUnavailable, match=r"describes \('spark-operator', '2\.3\.0'\), not"):
+        check_chart_available(chart)
+    (tmp_path / "Chart.yaml").write_text(f"name: spark-operator\nversion: {chart.version}\n")
+    check_chart_available(chart)
 
 
 def test_a_chart_in_an_oci_registry_is_named_by_its_reference() -> None:
@@ -640,7 +673,9 @@ def test_the_committed_cluster_stack_config_is_valid(config: Callable[[Mapping[s
     stack = yaml.safe_load((REPO_ROOT / "Pulumi.cluster.yaml").read_text())["config"]
     args = config({key.removeprefix("esi:"): value for key, value in stack.items()})
 
-    assert args.install_operators is False, "this machine cannot fetch charts"
+    assert args.install_operators is True
+    assert (args.spark_operator.local, args.spark_operator.install) == (True, True), "the module's own chart"
+    assert args.flink_operator.install is False, "this machine cannot fetch the Flink operator's chart"
     assert args.namespace == "esi-system"
     assert args.flink_operator.repo.endswith(f"-{args.flink_operator.version}/")
-    assert args.spark_operator.values["webhook"] == {"enable": True}
+    assert args.spark_operator.values["webhook"] == {"enable": False}
