@@ -79,7 +79,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "kubernetes",
         ("kubernetes",),
-        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet"),
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy"),
     ),
     Tool(
         "pulumi",
@@ -88,6 +88,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool("pulumi-kubernetes", ("pulumi-kubernetes", "pulumi-kubernetes-commit"), ("pulumi-resource-kubernetes",)),
     Tool("spark-operator", ("spark-operator",), ("spark-operator",)),
+    Tool("coredns", ("coredns",), ("coredns",)),
 )
 
 

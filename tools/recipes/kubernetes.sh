@@ -1,11 +1,12 @@
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubelet (the node agent of the local
-# cluster's real nodes, infra/real_node.py) from the Go module k8s.io/kubernetes.
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet (the node agent of the local
+# cluster's real nodes, infra/real_node.py) and kube-proxy (their Services, infra/cluster_network.py) from the
+# Go module k8s.io/kubernetes.
 # Its go.mod replaces every staging module (k8s.io/api, k8s.io/client-go, ...) with a local folder, so it
 # cannot be `go install`ed; a wrapper module requires it and points each staging module at its published
 # v0.<minor>.<patch> instead.
 cd "$WORK"
 staging="0.${VERSION#1.}"
-commands="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet"
+commands="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy"
 
 step "read k8s.io/kubernetes v$VERSION go.mod"
 upstream_mod=$(go mod download -json "k8s.io/kubernetes@v$VERSION" |
