@@ -137,7 +137,11 @@ class LocalCluster:
         return True
 
     def stop(self) -> None:
-        """Stop its processes, keeping its state (etcd data, certificates) for ``start``."""
+        """Stop its processes, keeping its state (etcd data, certificates) for ``start``; its Services' iptables
+        rules go with its kube-proxy (``infra.cluster_network``)."""
+        from infra.cluster_network import ClusterNetwork  # noqa: PLC0415 (infra.cluster_network builds on this module)
+
+        ClusterNetwork(self).stop()
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
@@ -302,11 +306,14 @@ class LocalCluster:
         self.kubectl("wait", "--for=condition=Ready", *names, f"--timeout={int(timeout)}s", timeout=timeout + 10)
 
     def delete(self) -> None:
-        """Stop every process of the cluster (second schedulers included), delete its real nodes, remove its files."""
+        """Stop every process of the cluster (second schedulers included), delete its real nodes, remove its
+        Services' iptables rules (``infra.cluster_network``) and its files."""
+        from infra.cluster_network import ClusterNetwork  # noqa: PLC0415 (infra.cluster_network builds on this module)
         from infra.real_node import real_nodes_of  # noqa: PLC0415 (infra.real_node builds on this module)
 
         for node in real_nodes_of(self):  # first: draining them needs the API server
             node.delete()
+        ClusterNetwork(self).stop()
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         if self.directory.exists():

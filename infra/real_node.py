@@ -17,8 +17,10 @@ lowest one no route uses, chosen at the first start), through a bridge + host-lo
 no masquerading and no port mapping, so no iptables rule is made. The kubelet registers with the address
 the API server advertises (the ``kubernetes`` EndpointSlice's, which kwokctl puts in the serving
 certificate); pods reach the API server at ``pod_api_server_url`` (that address and the secure port),
-with valid TLS against the cluster CA. There is no kube-proxy and no cluster DNS: the ``kubernetes``
-Service's ClusterIP does not answer, and clients in pods are given the URL explicitly.
+with valid TLS against the cluster CA. Services and cluster DNS are the cluster's, not a node's
+(``infra.cluster_network``): a node given ``RealNodeSpec.cluster_dns`` points its pods' resolv.conf at that
+address; without them the ``kubernetes`` Service's ClusterIP does not answer, and clients in pods are given
+the URL explicitly.
 
 **Resources.** The kubelet sees the whole machine; ``RealNodeSpec.cpu``/``memory`` are what the node
 offers (allocatable): the rest is ``systemReserved`` (memory also keeps the hard eviction threshold
@@ -60,9 +62,13 @@ from infra.node_packages import CNI_BIN_DIR, missing
 from kube.resources import API_SERVER_SLICE, api_server_for_pods
 
 __all__ = [
+    "CLUSTER_DOMAIN",
+    "POD_NETWORK",
+    "SHORT_ROOT",
     "RealNode",
     "RealNodeError",
     "RealNodeSpec",
+    "advertised_address",
     "pod_api_server_url",
     "real_nodes_of",
     "unavailable_reason",
@@ -74,6 +80,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_RESULTS = Path("/var/lib/cni/results")
 SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts every shim's socket here, whatever its state dir
 POD_NETWORK = ipaddress.IPv4Network("10.88.0.0/16")
+CLUSTER_DOMAIN = "cluster.local"
 EVICTION_MEMORY = 100 * 2**20  # memory.available hard eviction threshold, kept out of allocatable
 DRAIN_TIMEOUT = 60.0
 _QUANTITY = re.compile(r"(?P<number>[0-9.]+)(?P<suffix>m|Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -89,6 +96,8 @@ class RealNodeSpec:
     """A real node: its name, what it offers to pods (Kubernetes quantities), its labels and taints.
 
     ``taints`` are written as ``key=value:Effect`` (or ``key:Effect``), as ``kubectl taint`` takes them.
+    ``cluster_dns`` is the ClusterIP of the cluster's DNS (``infra.cluster_network``), for pods' resolv.conf
+    (domain ``cluster.local``); None: pods get the machine's resolv.conf, as without cluster DNS.
     """
 
     name: str
@@ -97,6 +106,7 @@ class RealNodeSpec:
     pods: int = 110
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[str] = ()
+    cluster_dns: str | None = None
 
 
 def unavailable_reason() -> str | None:
@@ -156,7 +166,8 @@ def pod_api_server_url(cluster: LocalCluster) -> str:
     return api_server_for_pods(json.loads(cluster.kubectl("get", "endpointslice", name, "-n", namespace, "-o", "json")))
 
 
-def _advertised_address(cluster: LocalCluster) -> str:
+def advertised_address(cluster: LocalCluster) -> str:
+    """The API server's advertised address: the machine's address pods on real nodes reach it at."""
     host = pod_api_server_url(cluster).removeprefix("https://").rsplit(":", 1)[0]
     return host.strip("[]")
 
@@ -439,7 +450,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             # cgroup v1 (these machines): refused by default from Kubernetes 1.35 on, warned about before.
             "failCgroupV1": False,
             "failSwapOn": False,
-            # The kubelet's iptables chains serve kube-proxy (not run here); without them no rule is left behind.
+            # kube-proxy (infra.cluster_network) makes the chains it needs itself; the kubelet's would stay behind.
             "makeIPTablesUtilChains": False,
             "enforceNodeAllocatable": ["pods"],
             "systemReserved": _reserved(self.spec),
@@ -462,6 +473,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 "x509": {"clientCAFile": str(cluster_pki / "ca.crt")},
             },
             "authorization": {"mode": "Webhook"},
+            **_cluster_dns(self.spec.cluster_dns),
         }
         config_path.write_text(json.dumps(config, indent=2) + "\n")
 
@@ -502,7 +514,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             f"--root-dir={self.short_dir / 'kubelet'}",
             f"--cert-dir={self.short_dir / 'kubelet' / 'pki'}",
             f"--hostname-override={self.name}",
-            f"--node-ip={_advertised_address(self.cluster)}",
+            f"--node-ip={advertised_address(self.cluster)}",
             f"--node-labels={','.join(f'{k}={v}' for k, v in labels.items())}",
         ]
 
@@ -633,6 +645,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 with contextlib.suppress(OSError):
                     if link.is_symlink() and Path(os.readlink(link)).is_relative_to(self.pod_logs):
                         link.unlink()
+
+
+def _cluster_dns(address: str | None) -> dict[str, Any]:
+    """The KubeletConfiguration's DNS settings: pods resolve through ``address`` in ``cluster.local``, or, without
+    an address, through the machine's resolv.conf (the kubelet's default)."""
+    return {} if address is None else {"clusterDNS": [address], "clusterDomain": CLUSTER_DOMAIN}
 
 
 def _taint(text: str) -> dict[str, str]:
