@@ -882,15 +882,24 @@ class ApplicationOperators(pulumi.ComponentResource):
         charts = [chart for chart in charts if chart.install]
         for chart in charts:
             check(chart)
+        # The releases' namespaces are the stack's, so `pulumi destroy` removes them too (Helm's
+        # create_namespace would leave them behind).
+        namespaces = {
+            chart.namespace: k8s.core.v1.Namespace(
+                f"{name}-{chart.namespace}",
+                metadata={"name": chart.namespace, "labels": dict(PART_OF)},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for chart in charts
+        }
         self.releases = [
             k8s.helm.v3.Release(
                 f"{name}-{chart.release}",
                 name=chart.release,
                 **_chart_source(chart),
                 namespace=chart.namespace,
-                create_namespace=True,
                 values=dict(chart.values),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespaces[chart.namespace]]),
             )
             for chart in charts
         ]

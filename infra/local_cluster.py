@@ -34,6 +34,18 @@ from infra import commands, toolchain
 __all__ = ["ClusterError", "LocalCluster", "NodeSpec", "free_port", "node_manifest", "process_alive"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+CLUSTER_DOMAIN = "cluster.local"
+# kube-apiserver's default Service range (kwokctl sets none): the `kubernetes` Service is its first address.
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+# What the API server's certificate must name for clients inside pods, as in any cluster: the `kubernetes`
+# Service's ClusterIP (in-cluster configuration) and its DNS names (e.g. Spark's driver, kubernetes.default.svc).
+API_SERVER_SERVICE_NAMES = (
+    KUBERNETES_SERVICE_IP,
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
+)
 DEFAULT_WORKDIR = toolchain.REPO_ROOT / ".esi" / "kwok"
 # Seconds a first ``create`` waits for the control plane before starting it afresh (it takes about 5).
 FIRST_ATTEMPT_TIMEOUT = 60.0
@@ -209,6 +221,7 @@ class LocalCluster:
             "kubeVersion": "v" + pins["kubernetes"],
             "securePort": True,
             "kubeAuthorization": True,
+            "kubeApiserverCertSANs": list(API_SERVER_SERVICE_NAMES),
         }
         # Every binary is ours; an option left out would make kwokctl download a default.
         options.update({option: str(toolchain.binary(name, pins)) for option, name in KWOKCTL_BINARIES.items()})

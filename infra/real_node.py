@@ -57,7 +57,7 @@ from typing import Any
 
 from esi.objects.ghosts import GHOST_IMAGE
 from infra import commands, images, toolchain
-from infra.local_cluster import ClusterError, LocalCluster, free_port, process_alive
+from infra.local_cluster import CLUSTER_DOMAIN, ClusterError, LocalCluster, free_port, process_alive
 from infra.node_packages import CNI_BIN_DIR, missing
 from kube.resources import API_SERVER_SLICE, api_server_for_pods
 
@@ -80,7 +80,6 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CNI_RESULTS = Path("/var/lib/cni/results")
 SHIM_SOCKETS = Path("/run/containerd/s")  # containerd 1.6 puts every shim's socket here, whatever its state dir
 POD_NETWORK = ipaddress.IPv4Network("10.88.0.0/16")
-CLUSTER_DOMAIN = "cluster.local"
 EVICTION_MEMORY = 100 * 2**20  # memory.available hard eviction threshold, kept out of allocatable
 DRAIN_TIMEOUT = 60.0
 _QUANTITY = re.compile(r"(?P<number>[0-9.]+)(?P<suffix>m|Ki|Mi|Gi|Ti|k|M|G|T)?")

@@ -20,6 +20,7 @@ from collections.abc import Generator
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import NodeId
 from hypothesis import settings
 
 from infra.commands import exclusive
@@ -52,10 +53,17 @@ def pytest_configure(config: pytest.Config) -> None:
         _reap_abandoned_sessions()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's, which names each test's group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
+        # pytest-xdist 3.8 puts an xdist_group into the test's id as ``<id>@<group>`` by setting ``_nodeid``,
+        # which pytest 9 no longer reads (its ``nodeid`` is ``_id``): without this, --dist loadgroup would
+        # spread a group's tests over workers.
+        grouped = item.__dict__.get("_nodeid")
+        if isinstance(grouped, str) and grouped != item.nodeid:
+            item._id = NodeId.parse(grouped)
 
 
 def _session_dir(session: str) -> Path:

@@ -477,7 +477,9 @@ def test_helm_releases_of_both_operators_when_switched_on() -> None:
     assert spark["values"]["webhook"]["enable"] is False, "executors get esi's settings from their template"
     assert (flink["chart"], flink["version"]) == ("flink-kubernetes-operator", "1.12.1")
     assert flink["repositoryOpts"] == {"repo": "https://downloads.apache.org/flink/flink-kubernetes-operator-1.12.1/"}
-    assert all(r["createNamespace"] for r in releases.values())
+    assert not any(r.get("createNamespace") for r in releases.values()), "the stack's own Namespaces instead"
+    namespaces = {n.inputs["metadata"]["name"] for n in with_operators.of_type("kubernetes:core/v1:Namespace")}
+    assert {"spark-operator", "flink-operator"} <= namespaces, "destroy removes the releases' namespaces too"
 
 
 def test_another_spark_operator_version_comes_from_its_chart_repository(
