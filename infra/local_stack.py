@@ -534,6 +534,8 @@ class LocalEsi(pulumi.ComponentResource):
         if refused := real_nodes_refused(args.real_nodes):
             raise RuntimeError(refused)
         real = args.real_nodes > 0
+        if real:  # shown while the program runs; the first build takes minutes, later ones are cached
+            pulumi.log.info("the Spark and Flink images for the real nodes: built if missing (cached)")
         held = real_images() if real else {}
         real_nodes = RealNodePool(
             f"{name}-real-nodes",
