@@ -39,8 +39,6 @@ import ipaddress
 import json
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
@@ -168,14 +166,6 @@ def kube_proxy_configuration(*, kubeconfig: Path, node: str, healthz_port: int, 
     }
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def _free_port_on(address: str) -> int:
     """A port free for both TCP and UDP on ``address`` right now (DNS answers on both)."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -297,7 +287,7 @@ class ClusterNetwork:
         argv = [str(toolchain.binary("coredns")), "-conf", str(config)]
         self.cluster.start_process(COREDNS, supervised(COREDNS, argv) if supervise else argv)
         ready = f"http://127.0.0.1:{ready_port}/ready"
-        self.cluster.await_process(COREDNS, lambda: _answers(ready), timeout=timeout, what="CoreDNS")
+        self.cluster.await_process(COREDNS, lambda: commands.answers(ready), timeout=timeout, what="CoreDNS")
 
     def _start_kube_proxy(self, node: str, supervise: bool, timeout: float) -> None:
         healthz_port = free_port()
@@ -312,7 +302,7 @@ class ClusterNetwork:
             self.cluster.start_process(KUBE_PROXY, supervised(KUBE_PROXY, argv) if supervise else argv)
         healthz, dns = f"http://127.0.0.1:{healthz_port}/healthz", self.dns_address()
         self.cluster.await_process(
-            KUBE_PROXY, lambda: _answers(healthz) and _routed(dns), timeout=timeout, what="kube-proxy"
+            KUBE_PROXY, lambda: commands.answers(healthz) and _routed(dns), timeout=timeout, what="kube-proxy"
         )
 
     def _refuse_a_second_kube_proxy(self) -> None:

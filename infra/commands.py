@@ -3,7 +3,7 @@
 ``run`` runs a command and returns its standard output; a timeout, a missing program or a non-zero exit is
 raised as the caller's error type, naming what was being done, the command and (the end of) what it said.
 ``exclusive`` holds an ``flock`` on a file: one holder per machine, released when the block ends or the
-process dies.
+process dies. ``answers`` asks a local process's health endpoint.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import contextlib
 import fcntl
 import os
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -66,3 +68,12 @@ def exclusive(lock_file: Path) -> Iterator[None]:
     with lock_file.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+def answers(url: str) -> bool:
+    """Whether a local process's health endpoint at ``url`` (http, loopback) answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http:// URL)
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False

@@ -33,8 +33,6 @@ import json
 import os
 import shutil
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -42,7 +40,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from infra import images, toolchain
+from infra import commands, images, toolchain
 from infra.java_runtime import SPARK_UID, host_java_home, host_java_missing, jvm_image
 from infra.local_cluster import ClusterError, LocalCluster, free_port
 from infra.real_node import pod_api_server_url
@@ -242,16 +240,10 @@ def start_operator(
     port = free_port()
     argv, env = controller_command(cluster, namespaces, health_port=port)
     pid = cluster.start_process(name, argv, env=env)
-    cluster.await_process(name, lambda: _ready(port), timeout=timeout, what="the Spark operator")
+    cluster.await_process(
+        name, lambda: commands.answers(f"http://127.0.0.1:{port}/readyz"), timeout=timeout, what="the Spark operator"
+    )
     return pid
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client, KubeConfig
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
@@ -33,10 +32,11 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBi
 
 from esi.client import EsiClient
 from esi.resources.crds import DEFINITIONS
-from infra import images, toolchain
+from infra import images
 from infra.cluster_network import ClusterNetwork
 from infra.esi_image import esi_image
 from infra.local_cluster import LocalCluster
+from infra.local_stack import job_accounts
 from infra.real_node import RealNode, RealNodeSpec
 from infra.real_node import unavailable_reason as real_nodes_unavailable
 from infra.second_scheduler import scheduler_image
@@ -175,12 +175,6 @@ def the_jobs() -> list[dict[str, Any]]:
     return [testbed, sparkpi]
 
 
-def job_accounts() -> list[dict[str, Any]]:
-    examples = toolchain.REPO_ROOT / "examples" / "manifests" / "serviceaccount.yaml"
-    documents = [d for d in yaml.safe_load_all(examples.read_text()) if d]
-    return [{**d, "metadata": {**d["metadata"], "namespace": JOBS}} for d in documents]
-
-
 def deployments_ready(client: Client) -> list[str]:
     """The Deployments that are not ready yet (esi's three and the Spark operator's controller)."""
     waiting = []
@@ -209,7 +203,7 @@ def check_esi_runs_in_containers_on_the_node(client: Client) -> None:
 def run_sparkpi_through_the_api(local: LocalCluster, node: RealNode, client: Client) -> float:
     """A researcher's Testbed and SparkPi, scheduled through the API's Service; seconds until recorded."""
     client.create(Namespace(metadata=ObjectMeta(name=JOBS)))
-    apply(local, [*job_accounts(), *the_jobs()])
+    apply(local, [*job_accounts(JOBS), *the_jobs()])
     token = researcher_token(local, client)
     api = client.get(Service, "esi-api", namespace=ESI)
     assert api.spec is not None
