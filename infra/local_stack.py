@@ -27,8 +27,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,7 @@ from esi.objects.applications import SPARK
 from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
-from infra import flink_standin_process, images, spark_operator
+from infra import commands, flink_standin_process, images, spark_operator
 from infra.cluster_stack import operators_arguments, stalled_after
 from infra.flink_image import flink_image, flink_version
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
@@ -356,12 +354,8 @@ def job_accounts(namespace: str) -> list[dict[str, Any]]:
 def _wait_ready(cluster: LocalCluster, name: str, url: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
-        with (
-            contextlib.suppress(OSError, urllib.error.URLError),
-            urllib.request.urlopen(url, timeout=2) as answer,  # noqa: S310 (a loopback URL of our own)
-        ):
-            if answer.status == 200:
-                return
+        if commands.answers(url):
+            return
         log = cluster.logs_dir / f"{name}.log"
         if not cluster.process_running(name) or time.monotonic() > deadline:
             tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
