@@ -187,7 +187,7 @@ async def _reconcile(
             return None  # the namespace is being deleted, and the Testbed with it
     await write_status(client, TestbedResource.Status, body, raw_status, decision.status.to_json_dict(), guarded=False)
     post_events(body, decision.events)
-    return None
+    return decision.decide_again_in
 
 
 def _others(entries: Iterable[tuple[TestbedKey | None, Resources]], key: TestbedKey) -> Resources:

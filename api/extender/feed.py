@@ -9,7 +9,8 @@ Two streams, each a LIST followed by a WATCH from the list's resourceVersion, cl
   ``kube.watch.Stream``: the feed's own, or in ``python -m api`` the process's one, which also feeds the
   API's cache;
 * pods labelled with a Testbed (``esi.tu-berlin.de/testbed``) and a role: ghost pods give each slot the UID
-  of the pod to evict; executor pods that end (deleted, Succeeded, Failed) release the slot they were given.
+  of the pod to evict; executor pods release the slot they were given when deleted, or when finished once
+  their kubelet has let go of them (``room_held_until``).
 
 Three layers, so that everything but the network is tested without a cluster:
 
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import httpx2
@@ -41,8 +43,9 @@ from lightkube.types import PatchType
 from pydantic import ValidationError
 
 from api.extender.slot_index import GhostPod, SlotIndex, indexed_slots
-from esi.decisions.testbed_lifecycle import FINISHED_PHASES
+from esi.decisions.testbed_lifecycle import FINISHED_PHASES, room_held_until
 from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, is_executor, slot_of
+from esi.objects.pod_status import last_container_end
 from esi.resources.testbed import Slot, TestbedStatus
 from kube.errors import Refusal, refusal
 from kube.resources import TestbedResource
@@ -105,10 +108,8 @@ class IndexView:
         if not executor and self._ghosts.get(key, {}).get(name) != (ghost := _ghost(pod, uid)):
             self._ghosts.setdefault(key, {})[name] = ghost
             self._publish(key)
-        elif executor and phase in FINISHED_PHASES:
-            self._index.forget_pod(uid)
         elif executor:
-            self._restore(pod, key, uid)
+            self._restore(pod, key, uid, _room_held_until(pod, phase))
 
     def pod_deleted(self, pod: Pod) -> None:
         facts = _pod_facts(pod)
@@ -128,7 +129,7 @@ class IndexView:
     def pods_listed(self, pods: Iterable[Pod], bound_before: Collection[str]) -> None:
         """The complete set of esi's pods. ``bound_before``: pods holding a slot before the list was asked for.
 
-        Those pods existed when the list was taken, so one of them that is not listed unfinished has ended.
+        Those pods existed when the list was taken, so one of them that is not listed is gone.
         """
         ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}
         running: set[str] = set()
@@ -139,9 +140,9 @@ class IndexView:
             key, name, uid, executor, phase = facts
             if not executor:
                 ghosts.setdefault(key, {})[name] = _ghost(pod, uid)
-            elif phase not in FINISHED_PHASES:
-                running.add(uid)
-                self._restore(pod, key, uid)
+                continue
+            running.add(uid)
+            self._restore(pod, key, uid, _room_held_until(pod, phase))
         for uid in set(bound_before) - running:
             self._index.forget_pod(uid)
         changed = [key for key in self._ghosts.keys() | ghosts.keys() if self._ghosts.get(key) != ghosts.get(key)]
@@ -149,10 +150,15 @@ class IndexView:
         for key in changed:
             self._publish(key)
 
-    def _restore(self, pod: Pod, key: TestbedKey, uid: str) -> None:
-        """An executor's recorded slot (its label) is its binding, also for an extender that restarted."""
+    def _restore(self, pod: Pod, key: TestbedKey, uid: str, released_at: datetime | None) -> None:
+        """An executor's recorded slot (its label) is its binding, also for an extender that restarted, until
+        ``released_at`` if it is finished."""
         slot = slot_of(_labels(pod))
-        if slot is not None and not self._index.restore(uid, key[0], key[1], slot):
+        if slot is None:
+            if released_at is not None:
+                self._index.release_at(uid, released_at)
+            return
+        if not self._index.restore(uid, key[0], key[1], slot, released_at):
             log.warning(
                 "pod %s/%s claims slot %s of testbed %s, which another pod holds",
                 key[0],
@@ -181,6 +187,15 @@ def _readable_slots(key: TestbedKey, status: Mapping[str, Any] | None) -> tuple[
 
 def _labels(pod: Pod) -> dict[str, str]:
     return (pod.metadata.labels or {}) if pod.metadata else {}
+
+
+def _room_held_until(pod: Pod, phase: str | None) -> datetime | None:
+    """When a finished executor lets go of its slot (``room_held_until``); None while it holds it."""
+    if phase not in FINISHED_PHASES:
+        return None
+    terminating = pod.metadata is not None and pod.metadata.deletionTimestamp is not None
+    status = pod.status.to_dict() if pod.status else None
+    return room_held_until(phase, terminating, last_container_end(status))
 
 
 def _ghost(pod: Pod, uid: str) -> GhostPod:
@@ -250,6 +265,10 @@ class IndexFeed:
         self._testbeds.tell(TestbedSlots(self._view))
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
+
+    @property
+    def client(self) -> AsyncClient:
+        return self._client
 
     async def record_binding(self, namespace: str, pod: str, slot: int) -> None:
         """Label an executor pod with the slot the extender gave it (once per pod, before the answer)."""

@@ -8,6 +8,9 @@ The kube-scheduler extender must answer fast and the same way every time, so it 
   does not manage pass through with every offered node.
 * ``preempt``: the victim on the slot's node is exactly that slot's ghost pod, nothing else.
 
+A slot is given again only once the pod it was given to has let go of its room (``room_held_until``): a
+finished pod that is not gone yet may still be counted by its kubelet, which would refuse the next one.
+
 A binding lives in memory, but must not only live there: the Testbed reconciler must know the slot is
 taken before the ghost is evicted (or it would put the ghost back), and a restarted extender must give the
 same answers. So a new binding is handed out once by ``take_unrecorded`` for the caller to record on the
@@ -21,8 +24,9 @@ victim from ``preempt``, so the scheduler evicts nothing for it in vain.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from api.extender.wire import (
     ExtenderArgs,
@@ -36,7 +40,7 @@ from api.extender.wire import (
 from esi.objects.names import JOB_LABEL, TESTBED_LABEL, is_executor
 from esi.resources.testbed import Slot, SlotState
 
-__all__ = ["GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
+__all__ = ["BindPlan", "GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -48,6 +52,17 @@ class IndexedSlot:
     state: SlotState
     job: str | None = None  # the job the slot is reserved for or used by
     ghost_uid: str | None = None  # the ghost pod holding it, if any
+    ghost_name: str | None = None
+
+
+@dataclass(frozen=True)
+class BindPlan:
+    """How to bind a pod the scheduler placed: evict ``ghost`` (name, UID) of ``slot`` first, if any; or not
+    at all, for ``error``."""
+
+    slot: int | None = None
+    ghost: tuple[str, str] | None = None
+    error: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,13 +76,15 @@ class _Executor:
 class SlotIndex:
     """Slots per Testbed and executor→slot bindings. Every method takes the lock; all are cheap."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._slots: dict[TestbedKey, dict[int, IndexedSlot]] = {}
         self._job_slots: dict[TestbedKey, dict[str, list[int]]] = {}  # job -> its slot ids, ascending
         self._slot_of: dict[str, tuple[TestbedKey, int]] = {}  # pod uid -> (testbed, slot id)
         self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
         self._unrecorded: dict[str, tuple[str, str, int]] = {}  # pod uid -> (namespace, pod name, slot id)
+        self._released_at: dict[str, datetime] = {}  # pod uid -> when the finished pod lets go of its slot
 
     def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """The Testbed's current slot table (from its status and its ghost pods)."""
@@ -91,21 +108,36 @@ class SlotIndex:
         with self._lock:
             self._unbind(uid)
 
+    def release_at(self, uid: str, when: datetime) -> None:
+        """The pod is finished: its slot can be given again from ``when`` on (at once if that is past)."""
+        with self._lock:
+            if when <= self._clock():
+                self._unbind(uid)
+            elif uid in self._slot_of:
+                self._released_at[uid] = when
+
     def take_unrecorded(self, uid: str) -> tuple[str, str, int] | None:
         """The pod's binding if it is new (handed out once), as (namespace, pod name, slot id), to record."""
         with self._lock:
             return self._unrecorded.pop(uid, None)
 
-    def restore(self, uid: str, namespace: str, testbed: str, slot: int) -> bool:
-        """Take back a binding recorded on a pod (after a restart); False if that slot is another pod's."""
+    def restore(self, uid: str, namespace: str, testbed: str, slot: int, released_at: datetime | None = None) -> bool:
+        """Take back a binding recorded on a pod (after a restart), which a finished pod holds until
+        ``released_at``; False if that slot is another pod's."""
         key = ((namespace, testbed), slot)
         with self._lock:
+            if released_at is not None and released_at <= self._clock():
+                self._unbind(uid)
+                return True
             holder = self._pod_in.get(key)
-            if holder is not None:
-                return holder == uid
-            self._unbind(uid)
-            self._slot_of[uid] = key
-            self._pod_in[key] = uid
+            if holder is None:
+                self._unbind(uid)
+                self._slot_of[uid] = key
+                self._pod_in[key] = uid
+            elif holder != uid:
+                return False
+            if released_at is not None:
+                self._released_at[uid] = released_at
         return True
 
     def slots(self, namespace: str, name: str) -> tuple[IndexedSlot, ...] | None:
@@ -154,6 +186,24 @@ class SlotIndex:
         victims = [MetaPod(uid=slot.ghost_uid)] if slot.ghost_uid else []
         return ExtenderPreemptionResult(node_name_to_meta_victims={slot.node_name: MetaVictims(pods=victims)})
 
+    def plan_binding(self, uid: str, node: str) -> BindPlan:
+        """What binding pod ``uid`` to ``node`` takes: a pod given no slot is bound as it is; an executor only
+        to its slot's node, in place of the slot's ghost."""
+        with self._lock:
+            bound = self._slot_of.get(uid)
+            if bound is None:
+                return BindPlan()
+            testbed, slot_id = bound
+            slot = self._slots.get(testbed, {}).get(slot_id)
+        if slot is None:
+            return BindPlan(slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is not known any more")
+        if slot.node_name != node:
+            return BindPlan(
+                slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is on node {slot.node_name}, not {node}"
+            )
+        ghost = (slot.ghost_name, slot.ghost_uid) if slot.ghost_name and slot.ghost_uid else None
+        return BindPlan(slot_id, ghost)
+
     def _assign(self, executor: _Executor) -> tuple[IndexedSlot | None, str]:
         """The executor's slot: the one it was given before, else the lowest reserved one nobody holds."""
         slots = self._slots.get(executor.testbed)
@@ -163,16 +213,29 @@ class SlotIndex:
         if bound is not None and bound[1] in slots:
             return slots[bound[1]], ""
         self._unbind(executor.uid)
+        now, letting_go = self._clock(), []
         for slot_id in self._job_slots[executor.testbed].get(executor.job, ()):
-            if (executor.testbed, slot_id) not in self._pod_in:
-                self._slot_of[executor.uid] = (executor.testbed, slot_id)
-                self._pod_in[(executor.testbed, slot_id)] = executor.uid
-                self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot_id)
-                return slots[slot_id], ""
-        return None, f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
+            holder = self._pod_in.get((executor.testbed, slot_id))
+            if holder is not None:
+                release = self._released_at.get(holder)
+                if release is None:
+                    continue
+                if release > now:
+                    letting_go.append(slot_id)
+                    continue
+                self._unbind(holder)
+            self._slot_of[executor.uid] = (executor.testbed, slot_id)
+            self._pod_in[(executor.testbed, slot_id)] = executor.uid
+            self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot_id)
+            return slots[slot_id], ""
+        reason = f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
+        if letting_go:
+            reason += f" (slots {letting_go}: their finished pods may still be stopping on their nodes)"
+        return None, reason
 
     def _unbind(self, uid: str) -> None:
         self._unrecorded.pop(uid, None)
+        self._released_at.pop(uid, None)
         bound = self._slot_of.pop(uid, None)
         if bound is not None:
             self._pod_in.pop(bound, None)
@@ -195,14 +258,14 @@ def indexed_slots(slots: Iterable[Slot], ghosts: Mapping[str, GhostPod]) -> list
     extender must be able to name the victim as soon as the ghost exists, because a scheduler told "no
     victim" leaves the executor waiting for minutes. An occupied slot has no ghost to evict.
     """
-    by_slot = {(g.slot, g.node_name): g.uid for g in ghosts.values() if g.slot is not None}
+    by_slot = {(g.slot, g.node_name): name for name, g in ghosts.items() if g.slot is not None}
     indexed = []
     for slot in slots:
-        named = ghosts.get(slot.pod or "")
-        uid = named.uid if named is not None else None
-        if uid is None and slot.state != SlotState.OCCUPIED:
-            uid = by_slot.get((slot.id, slot.node_name))
-        indexed.append(IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=uid))
+        name = slot.pod if slot.pod in ghosts else None
+        if name is None and slot.state != SlotState.OCCUPIED:
+            name = by_slot.get((slot.id, slot.node_name))
+        uid = ghosts[name].uid if name is not None else None
+        indexed.append(IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=uid, ghost_name=name))
     return indexed
 
 

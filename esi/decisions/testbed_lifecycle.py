@@ -28,9 +28,10 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
   reported as a problem.
 * A node that lacks capacity for its slots gets no new ghosts and is reported (by name and shortfall);
   its slots stay listed so ids do not move. Finished pods do not count against capacity.
-* Finished executors (Succeeded/Failed) no longer hold their slot: it is Free and gets a ghost again.
-  Such pods are left for their application's owner to remove; they hold no capacity, so they are not a
-  problem either.
+* Finished executors (Succeeded/Failed) no longer hold their slot once their kubelet has let go of them
+  (``room_held_until``: when deleted, else shortly after their last container ended): the slot is then Free
+  and gets a ghost again. Such pods are left for their application's owner to remove; they are not a
+  problem.
 * A reserved slot without an executor is ``InUse``, not an error, and there is no pause while pods are
   being placed: the decision is the same whenever it runs.
 
@@ -43,8 +44,8 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Final
@@ -57,6 +58,7 @@ from esi.resources.testbed import Slot, SlotCounts, SlotState, TestbedSpec, Test
 
 __all__ = [
     "FINISHED_PHASES",
+    "KUBELET_STOP_SECONDS",
     "SIZE_TOLERANCE",
     "CreateGhost",
     "DeleteGhost",
@@ -71,6 +73,7 @@ __all__ = [
     "TestbedObservation",
     "decide_testbed",
     "matches_slot_size",
+    "room_held_until",
 ]
 
 SIZE_TOLERANCE = Decimal("0.01")
@@ -121,8 +124,31 @@ class PodPhase(StrEnum):
         return self in FINISHED_PHASES
 
 
-# Pods in these phases hold no capacity and no slot (compares equal to the phase strings pods carry).
+# Pods in these phases are done (compares equal to the phase strings pods carry); see ``room_held_until`` for
+# when esi's own finished pods stop holding their slot.
 FINISHED_PHASES: Final = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+
+KUBELET_STOP_SECONDS: Final = 10.0
+"""How long after a finished pod's last container ended its kubelet may still count it against the node."""
+
+_LONG_AGO: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def room_held_until(phase: str | None, terminating: bool, finished_at: datetime | None) -> datetime | None:
+    """Until when one of esi's pods holds its room on its node (a time in the past: no more); None: for as long
+    as the pod exists.
+
+    The API server shows a pod finished before its kubelet has stopped it, and until then the kubelet counts the
+    pod against the node: a pod bound there meanwhile that does not fit beside it is refused (OutOfcpu,
+    OutOfmemory). A kubelet forgets a pod deleted from the API before it admits any pod bound after, and a
+    finished pod that was being deleted leaves the API only once its kubelet has stopped it. So: a pod that is
+    not finished, or finished while being deleted, holds its room until it is gone; a finished pod nobody
+    deletes holds it ``KUBELET_STOP_SECONDS`` past the end of its last container (``finished_at``); one that
+    never ran a container (refused by the kubelet) holds nothing.
+    """
+    if phase not in FINISHED_PHASES or terminating:
+        return None
+    return _LONG_AGO if finished_at is None else finished_at + timedelta(seconds=KUBELET_STOP_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -149,6 +175,12 @@ class PodView:
     terminating: bool = False
     # Executors: the scheduler refused it and nominated no node, so no preemption is under way for it.
     refused: bool = False
+    finished_at: datetime | None = None  # when its last container ended, once it is finished
+
+    def holds_room(self, now: datetime) -> bool:
+        """Whether the pod still holds its room on its node (``room_held_until``)."""
+        until = room_held_until(self.phase, self.terminating, self.finished_at)
+        return until is None or until > now
 
 
 @dataclass(frozen=True)
@@ -193,6 +225,8 @@ class TestbedDecision:
     actions: tuple[GhostAction, ...] = ()  # deletions first, then creations
     events: tuple[Event, ...] = field(default=())  # for Kubernetes Events
     problems: tuple[str, ...] = ()
+    # Seconds until the decision changes with time alone (a finished executor's room comes free); None: never.
+    decide_again_in: float | None = None
 
 
 @dataclass(frozen=True)
@@ -211,8 +245,21 @@ def decide_testbed(
 ) -> TestbedDecision:
     """The Testbed's next status, the ghost pods to create and delete, and the events to emit."""
     current = status or TestbedStatus()
-    table = _decide(spec, current, observation)
-    return _render(spec, current, table, observation.held_by, generation=generation, now=now)
+    table = _decide(spec, current, observation, now)
+    decision = _render(spec, current, table, observation.held_by, generation=generation, now=now)
+    return replace(decision, decide_again_in=_next_release(observation.pods, now))
+
+
+def _next_release(pods: Iterable[PodView], now: datetime) -> float | None:
+    """Seconds until the first finished executor that still holds its room lets it go; None if none does."""
+    times = [
+        until
+        for p in pods
+        if p.role == PodRole.EXECUTOR
+        and (until := room_held_until(p.phase, p.terminating, p.finished_at)) is not None
+        and until > now
+    ]
+    return (min(times) - now).total_seconds() if times else None
 
 
 @dataclass(frozen=True)
@@ -227,11 +274,11 @@ class _SlotTable:
     evictions: tuple[Event, ...] = ()
 
 
-def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObservation) -> _SlotTable:
+def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObservation, now: datetime) -> _SlotTable:
     """What changes: where the slots are, what is wrong, and which ghost pods go and come."""
     size = Resources(spec.resources_per_slot.cpu, spec.resources_per_slot.memory)
     pods = sorted(observation.pods, key=lambda p: p.name)
-    executors = [p for p in pods if p.role == PodRole.EXECUTOR and not p.phase.finished]
+    executors = [p for p in pods if p.role == PodRole.EXECUTOR and p.holds_room(now)]
     reserved, problems = _reservations(observation.reservations)
 
     in_use = set(reserved) | {e.slot for e in executors if e.slot is not None}

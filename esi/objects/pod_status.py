@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-__all__ = ["scheduler_refusal"]
+__all__ = ["last_container_end", "scheduler_refusal"]
 
 
 def scheduler_refusal(pod: Mapping[str, Any]) -> str | None:
@@ -23,3 +24,19 @@ def scheduler_refusal(pod: Mapping[str, Any]) -> str | None:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return str(condition.get("message") or condition.get("reason") or "no reason given")
     return None
+
+
+def last_container_end(status: Mapping[str, Any] | None) -> datetime | None:
+    """When the last of a pod's containers (init containers too) ended, from its status; None if none has."""
+    ends = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in (status or {}).get(key) or ():
+            finished = ((container.get("state") or {}).get("terminated") or {}).get("finishedAt")
+            if isinstance(finished, datetime):
+                ends.append(finished)
+            elif isinstance(finished, str):
+                try:
+                    ends.append(datetime.fromisoformat(finished))
+                except ValueError:
+                    continue
+    return max(ends, default=None)

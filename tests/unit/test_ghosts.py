@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from esi.decisions.layout import Taint
@@ -77,6 +78,24 @@ def test_an_executor_the_scheduler_refused_without_nominating_a_node_reads_as_re
     views = [pod_view(pod("executor")), pod_view(pod("executor", nominatedNodeName="n0")), pod_view(pod("ghost"))]
 
     assert [v.refused for v in views if v is not None] == [True, False, False]
+
+
+def test_a_finished_pod_reads_with_the_end_of_its_last_container() -> None:
+    def ended(at: str) -> dict[str, Any]:
+        return {"name": "c", "state": {"terminated": {"exitCode": 0, "finishedAt": at}}}
+
+    labels = {ROLE_LABEL: "executor", TESTBED_LABEL: "tb", JOB_LABEL: "j"}
+    statuses = {
+        "initContainerStatuses": [ended("2026-01-01T00:00:01Z")],
+        "containerStatuses": [ended("2026-01-01T00:00:09Z"), ended("2026-01-01T00:00:05Z"), ended("never")],
+    }
+    finished = pod_view({"metadata": {"name": "e", "labels": labels}, "status": {"phase": "Succeeded", **statuses}})
+    running = pod_view({"metadata": {"name": "e", "labels": labels}, "status": {"phase": "Running", **statuses}})
+
+    assert finished is not None
+    assert finished.finished_at == datetime(2026, 1, 1, 0, 0, 9, tzinfo=UTC)
+    assert running is not None
+    assert running.finished_at is None
 
 
 def test_pods_without_a_role_or_with_odd_labels_read_safely() -> None:

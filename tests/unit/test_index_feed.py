@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from api.cache import ResourceCache
 from api.extender.feed import IndexFeed, IndexView, status_slots
 from api.extender.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
+from esi.decisions.testbed_lifecycle import KUBELET_STOP_SECONDS
 from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from esi.resources.testbed import Slot, SlotState
 from kube.resources import TestbedResource
@@ -81,11 +83,11 @@ def test_each_slot_gets_the_uid_of_its_ghost() -> None:
     }
 
     assert indexed_slots(table, ghosts) == [
-        IndexedSlot(0, "n0", SlotState.FREE, ghost_uid="u0"),
-        IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="u1"),
+        IndexedSlot(0, "n0", SlotState.FREE, ghost_uid="u0", ghost_name="g-0"),
+        IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="u1", ghost_name="g-1"),
         IndexedSlot(2, "n0", SlotState.OCCUPIED, job="k"),
         IndexedSlot(3, "n1", SlotState.RESERVED, job="j"),
-        IndexedSlot(4, "n0", SlotState.FREE, ghost_uid="u4"),
+        IndexedSlot(4, "n0", SlotState.FREE, ghost_uid="u4", ghost_name="g-4"),
         IndexedSlot(5, "n1", SlotState.FREE),
     ]
 
@@ -183,6 +185,72 @@ def test_an_executor_that_ends_releases_its_slot(ending: str) -> None:
         view.pod_changed(executor_pod("e1", phase=ending))
 
     assert index.slot_of("uid-e1") is None
+    assert gives(index, "e2") == 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def finished_pod(name: str, ended: datetime, *, deleted: bool = False) -> Pod:
+    """Executor ``name`` of job j, Failed, its container ended at ``ended`` (``deleted``: being deleted)."""
+    pod = builders.executor_pod(name, "j") | {
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "executor",
+                    "image": "spark",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 1, "finishedAt": ended.isoformat()}},
+                }
+            ],
+        }
+    }
+    if deleted:
+        pod["metadata"] = pod["metadata"] | {"deletionTimestamp": ended.isoformat()}
+    return cast(Pod, Pod.from_dict(pod))
+
+
+def e1_in_slot_1(clock: Clock) -> tuple[SlotIndex, IndexView]:
+    index = SlotIndex(clock)
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    assert gives(index, "e1") == 1
+    return index, view
+
+
+def test_a_finished_executor_holds_its_slot_until_its_kubelet_has_let_go_of_it() -> None:
+    """Given again at once, the slot's next pod could meet a kubelet still counting the finished one."""
+    clock = Clock()
+    index, view = e1_in_slot_1(clock)
+
+    view.pod_changed(finished_pod("e1", ended=clock.now))
+    assert gives(index, "e2") is None
+    answer = index.filter(filter_args(builders.executor_pod("e2")))
+    assert answer.error is not None
+    assert "still be stopping" in answer.error
+
+    clock.now += timedelta(seconds=KUBELET_STOP_SECONDS)
+    assert gives(index, "e2") == 1
+
+
+def test_a_finished_executor_being_deleted_holds_its_slot_until_it_is_gone() -> None:
+    clock = Clock()
+    index, view = e1_in_slot_1(clock)
+
+    view.pod_changed(finished_pod("e1", ended=clock.now, deleted=True))
+    clock.now += timedelta(hours=1)
+    view.pods_listed([finished_pod("e1", ended=clock.now, deleted=True)], index.bound_pods())
+    assert gives(index, "e2") is None
+
+    view.pod_deleted(finished_pod("e1", ended=clock.now, deleted=True))
     assert gives(index, "e2") == 1
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from esi.decisions.events import Event
 from esi.decisions.layout import Taint
 from esi.decisions.testbed_lifecycle import (
+    KUBELET_STOP_SECONDS,
     CreateGhost,
     DeleteGhost,
     NodeView,
@@ -475,6 +476,36 @@ def test_a_finished_executor_frees_its_slot_for_a_new_ghost() -> None:
     after = decide(NODES, apply(pods, decision), status=decision.status)
     assert after.status.state == TestbedState.READY
     assert after.status.slots[0].pod == "ghost-node-1-0"
+
+
+def test_a_finished_executor_nobody_deletes_holds_its_slot_until_its_kubelet_has_let_go_of_it() -> None:
+    """The kubelet counts a finished pod until it has stopped it: a ghost bound meanwhile would be refused."""
+    ended = T0 - timedelta(seconds=KUBELET_STOP_SECONDS - 3)
+    pods = [*SETTLED[1:], executor("e0", "node-1", 0, phase=PodPhase.SUCCEEDED, finished_at=ended)]
+
+    waiting = decide(NODES, pods)
+    assert created(waiting) == []
+    assert waiting.status.slots[0].pod == "e0"
+    assert waiting.decide_again_in == pytest.approx(3.0)
+
+    later = decide_testbed(
+        tb_spec(), waiting.status, TestbedObservation(NODES, pods), generation=1, now=T0 + timedelta(seconds=3)
+    )
+    assert later.actions == (CreateGhost(0, "node-1", 0, SIZE),)
+    assert later.decide_again_in is None
+
+
+def test_a_finished_executor_being_deleted_holds_its_slot_until_it_is_gone() -> None:
+    """Its kubelet removes it from the API once it has stopped it; time alone does not free the slot."""
+    long_ago = T0 - timedelta(hours=1)
+    deleted = executor("e0", "node-1", 0, phase=PodPhase.FAILED, finished_at=long_ago, terminating=True)
+
+    waiting = decide(NODES, [*SETTLED[1:], deleted])
+    assert created(waiting) == []
+    assert waiting.decide_again_in is None, "a pod event, not a timer, frees it"
+
+    gone = decide(NODES, SETTLED[1:], status=waiting.status)
+    assert gone.actions == (CreateGhost(0, "node-1", 0, SIZE),)
 
 
 def test_a_reserved_slot_gets_no_ghost_while_its_job_has_an_executor_the_scheduler_may_place_there() -> None:
