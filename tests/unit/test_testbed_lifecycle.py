@@ -815,7 +815,7 @@ def test_property_slot_ids_are_distinct_and_outputs_do_not_depend_on_input_order
     assert ids == sorted(ids)
     assert len({a.slot for a in decision.actions if isinstance(a, CreateGhost)}) == len(created(decision))
     assert decide_testbed(spec, status, reversed_input, generation=1, now=T0) == decision
-    work = [p for p in observation.pods if p.role == PodRole.EXECUTOR and not p.phase.finished and p.slot is not None]
+    work = [p for p in observation.pods if p.role == PodRole.EXECUTOR and p.holds_room(T0) and p.slot is not None]
     if status is None and not work and not any(r.slots for r in observation.reservations):
         assert ids == list(range(len(ids))), "with nothing to keep, ids are 0..n-1"
 
