@@ -5,7 +5,7 @@
 Testbed of ``--nodes`` full nodes. One job at a time: create a Scheduling for ``--executors`` executors of a
 Spark BatchJob and time until every executor pod runs (checked: each in a slot reserved for the job, on that
 slot's node); then delete the Scheduling and wait for the Testbed to be Ready again. That is the whole path:
-hold, reservation, application, simulated operator, filter, preemption of the ghosts, binding.
+hold, reservation, application, simulated operator, filter, binding in place of the slots' ghosts.
 
 Baseline, same run: after each esi trial, the same number of pods of the same size pinned (node selector)
 to the same nodes' twins — empty nodes outside the Testbed — and placed by the cluster's own kube-scheduler.

@@ -358,7 +358,8 @@ OPERATORS: Final = Permissions(
 )
 
 # python -m api: watch caches of the three kinds and esi's pods, the external API's writes, the extender's
-# slot label on executor pods, and Kubernetes authentication of callers (no --token-file in a cluster).
+# slot label on executor pods, its binding of the second scheduler's pods in place of a slot's ghost, and
+# Kubernetes authentication of callers (no --token-file in a cluster).
 API: Final = Permissions(
     "api",
     cluster_rules=(
@@ -366,6 +367,7 @@ API: Final = Permissions(
         Rule((GROUP,), ("schedulings",), ("create", "update", "delete")),
         Rule((GROUP,), ("batchjobs",), ("patch",)),  # PUT /external/jobs: the externalScheduler data
         Rule(("",), ("pods",), ("list", "watch", "patch")),
+        Rule(("",), ("pods/binding", "pods/eviction"), ("create",)),
         # What system:auth-delegator grants, spelled out: who is calling, and may they.
         Rule(("authentication.k8s.io",), ("tokenreviews",), ("create",)),
         Rule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),

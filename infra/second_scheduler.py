@@ -4,7 +4,8 @@
 process and, on a real cluster, into the ConfigMap of the scheduler's Deployment. The settings that matter
 (docs/design.md#second-scheduler): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
 nodes the slot's node may never be offered to the extender; raised client qps/burst; the extender with
-filter and preempt verbs and ``nodeCacheCapable``.
+filter and bind verbs and ``nodeCacheCapable``, and a profile that neither counts resources nor preempts
+(an executor takes its slot's room from the slot's ghost as the extender binds it).
 
 ``scheduler_image`` is the pinned kube-scheduler (the toolchain's static binary) alone in an image, run as the
 "nonroot" user of Kubernetes' own images (65532) — what ``registry.k8s.io/kube-scheduler`` holds, made here
@@ -46,9 +47,14 @@ NONROOT_UID: Final = 65532  # the "nonroot" user of the distroless base of Kuber
 
 @dataclass(frozen=True)
 class SecondSchedulerSettings:
+    """``bind_verb``: executors take their slot's room from its ghost as they are bound, by the extender; the
+    scheduler counts no resources and preempts nothing. None: the scheduler counts resources and preempts the
+    slot's ghost through the extender's ``preempt_verb`` first (a round per executor; the benchmarks' "before")."""
+
     scheduler_name: str
     extender_url: str | None = None
     filter_verb: str = "filter"
+    bind_verb: str | None = "bind"
     preempt_verb: str = "preempt"
     extender_timeout: str = "5s"
     qps: float = 200
@@ -68,17 +74,23 @@ def scheduler_configuration(settings: SecondSchedulerSettings, kubeconfig: str |
     if kubeconfig is not None:
         config["clientConnection"]["kubeconfig"] = kubeconfig
     if settings.extender_url is not None:
-        config["extenders"] = [
-            {
-                "urlPrefix": settings.extender_url,
-                "filterVerb": settings.filter_verb,
-                "preemptVerb": settings.preempt_verb,
-                "nodeCacheCapable": True,
-                "enableHTTPS": settings.extender_url.startswith("https://"),
-                "httpTimeout": settings.extender_timeout,
-                "ignorable": False,
-            }
-        ]
+        extender: dict[str, Any] = {
+            "urlPrefix": settings.extender_url,
+            "filterVerb": settings.filter_verb,
+            "nodeCacheCapable": True,
+            "enableHTTPS": settings.extender_url.startswith("https://"),
+            "httpTimeout": settings.extender_timeout,
+            "ignorable": False,
+        }
+        if settings.bind_verb is None:
+            extender["preemptVerb"] = settings.preempt_verb
+        else:
+            extender["bindVerb"] = settings.bind_verb
+            # A slot's room is held by its ghost until the extender swaps the executor in at binding: counted,
+            # it would turn every executor away and start a preemption round.
+            disabled = [{"name": "NodeResourcesFit"}, {"name": "DefaultPreemption"}]
+            config["profiles"][0]["plugins"] = {"multiPoint": {"disabled": disabled}}
+        config["extenders"] = [extender]
     return config
 
 

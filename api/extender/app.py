@@ -1,5 +1,5 @@
-"""The extender's HTTP application: ``POST /extender/filter`` and ``/extender/preempt`` for the second
-kube-scheduler, with health and no bearer token.
+"""The extender's HTTP application: ``POST /extender/filter``, ``/extender/bind`` and ``/extender/preempt`` for
+the second kube-scheduler, with health and no bearer token.
 
 kube-scheduler cannot send a bearer token to an extender, so ``python -m api`` serves this app on a listener
 of its own: on the loopback interface locally, reachable only from the scheduler's pod in a cluster.
@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
-from lightkube import KubeConfig
+from lightkube import AsyncClient, KubeConfig
 
 from api import health
 from api.extender import routes
+from api.extender.binder import SlotBinder
 from api.extender.feed import feeding
 from api.extender.slot_index import SlotIndex
 from api.metrics import EXTENDER_LATENCY, measure
@@ -25,19 +26,27 @@ __all__ = ["create_extender_app"]
 
 
 def create_extender_app(
-    index: SlotIndex | None = None, *, kube_config: KubeConfig | None = None, testbed_stream: Stream | None = None
+    index: SlotIndex | None = None,
+    *,
+    kube_config: KubeConfig | None = None,
+    testbed_stream: Stream | None = None,
+    feed: bool = True,
 ) -> FastAPI:
     """The extender, answering from ``index`` (a new, empty one by default).
 
-    With ``kube_config``, the app's lifespan keeps ``index`` in step with that cluster's Testbeds and pods
-    (``api.extender.feed``); without, the index holds what the caller puts in (unit tests). ``testbed_stream``: the
-    process's Testbed stream, which the process runs, to be told Testbeds by instead of following them itself.
+    With ``kube_config``, the app binds pods in that cluster and its lifespan keeps ``index`` in step with the
+    cluster's Testbeds and pods (``api.extender.feed``; not with ``feed=False``: the index then holds what the
+    caller puts in, as without ``kube_config``). ``testbed_stream``: the process's Testbed stream, which the
+    process runs, to be told Testbeds by instead of following them itself.
     """
     slot_index = index or SlotIndex()
+    lifespan = None
+    if kube_config is not None:
+        lifespan = _feeding(slot_index, kube_config, testbed_stream) if feed else _binding(slot_index, kube_config)
     app = FastAPI(
         title="esi scheduler extender",
         summary="kube-scheduler extender verbs for esi's second scheduler",
-        lifespan=_feeding(slot_index, kube_config, testbed_stream) if kube_config is not None else None,
+        lifespan=lifespan,
     )
     app.state.slot_index = slot_index
     app.include_router(routes.router)
@@ -54,6 +63,20 @@ def _feeding(
         async with feeding(index, config, testbed_stream) as feed:
             app.state.index_feed = feed
             app.state.binding_recorder = feed.record_binding
+            app.state.binder = SlotBinder(feed.client, index)
             yield
+
+    return lifespan
+
+
+def _binding(index: SlotIndex, config: KubeConfig) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = AsyncClient(config=config)
+        app.state.binder = SlotBinder(client, index)
+        try:
+            yield
+        finally:
+            await client.close()
 
     return lifespan

@@ -1,4 +1,4 @@
-"""The kube-scheduler extender verbs: ``POST /extender/filter`` and ``POST /extender/preempt``.
+"""The kube-scheduler extender verbs: ``POST /extender/filter``, ``/extender/bind`` and ``/extender/preempt``.
 
 Thin: parse the upstream wire format, ask the in-memory ``SlotIndex``, answer. A request that does not
 parse is the caller's error: HTTP 400 naming each offending field, never a 500.
@@ -14,8 +14,15 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from api.extender.binder import SlotBinder
 from api.extender.slot_index import SlotIndex, pod_key
-from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs, SchedulingPod
+from api.extender.wire import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderPreemptionArgs,
+    SchedulingPod,
+)
 from esi.objects.names import is_executor
 from esi.wire.rest import ApiError, field_problems
 
@@ -67,6 +74,19 @@ async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     await _record_new_binding(request, index, args.pod)
     if is_executor(args.pod.metadata.labels):  # one line per decision about an executor: what placed it, or why not
         log.info("filter %s: %s", _name(args.pod), answer.error or f"node {answer.node_names}")
+    return JSONResponse(answer.model_dump(mode="json"))
+
+
+@router.post("/bind", summary="Bind the pod: an executor into its slot, in place of the slot's ghost")
+async def bind(request: Request) -> JSONResponse:
+    args = await _parse(request, ExtenderBindingArgs)
+    binder: SlotBinder | None = getattr(request.app.state, "binder", None)
+    if binder is None:
+        answer = ExtenderBindingResult(error="the extender does not follow a cluster, so it binds nothing")
+    else:
+        answer = await binder.bind(args)
+    if answer.error:
+        log.info("bind %s/%s to %s: %s", args.pod_namespace, args.pod_name, args.node, answer.error)
     return JSONResponse(answer.model_dump(mode="json"))
 
 

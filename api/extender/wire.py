@@ -17,6 +17,8 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "ExtenderArgs",
+    "ExtenderBindingArgs",
+    "ExtenderBindingResult",
     "ExtenderFilterResult",
     "ExtenderPreemptionArgs",
     "ExtenderPreemptionResult",
@@ -122,3 +124,18 @@ class ExtenderPreemptionResult(_GoStruct):
     """Per node, the victims the extender agrees to; a node left out is not to be used."""
 
     node_name_to_meta_victims: dict[str, MetaVictims] = Field(default_factory=dict, alias="NodeNameToMetaVictims")
+
+
+class ExtenderBindingArgs(_GoStruct):
+    """Bind request: the pod the scheduler placed, and where."""
+
+    pod_name: str = Field(alias="PodName", min_length=1)
+    pod_namespace: str = Field(alias="PodNamespace", min_length=1)
+    pod_uid: str = Field(default="", alias="PodUID")
+    node: str = Field(alias="Node", min_length=1)
+
+
+class ExtenderBindingResult(_GoStruct):
+    """Empty on success; else why the pod is not bound (the scheduler then tries it again)."""
+
+    error: str = Field(default="", alias="Error")

@@ -13,9 +13,7 @@ leave; their ghosts are then replaced, which is cheap.
 
 Ghosts: every slot that no executor is in has exactly one ghost pod, pinned to the slot's node, whose
 requests are the slot size — except a slot whose ghost is gone while the executor given it waits to be
-bound: the scheduler evicted the ghost for that executor, and a new one would take the room back. When the
-scheduler refused an executor without preempting (its call to the extender failed), esi evicts the ghost the
-scheduler would have: the executor is parked until room frees up, and nothing else frees it. A slot's
+bound: the extender evicted the ghost for that executor, and a new one would take the room back. A slot's
 ghost is a pod of role ghost on that node carrying that slot id, not terminating and not finished. The shell
 names a ghost after the testbed, node and slot id, so a creation is idempotent; for the same reason no ghost
 is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
@@ -173,8 +171,6 @@ class PodView:
     phase: PodPhase
     job: str | None = None  # executors: the BatchJob
     terminating: bool = False
-    # Executors: the scheduler refused it and nominated no node, so no preemption is under way for it.
-    refused: bool = False
     finished_at: datetime | None = None  # when its last container ended, once it is finished
 
     def holds_room(self, now: datetime) -> bool:
@@ -271,7 +267,6 @@ class _SlotTable:
     missing: list[int]  # slots that wait for a ghost pod
     problems: list[_Problem]
     actions: tuple[GhostAction, ...]  # deletions first, then creations
-    evictions: tuple[Event, ...] = ()
 
 
 def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObservation, now: datetime) -> _SlotTable:
@@ -303,8 +298,6 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
-    evictions = _unpreempted(executors, ghosts, in_slot, reserved, places)
-    deletions = sorted([*deletions, *(eviction for eviction, _ in evictions)], key=lambda d: d.pod)
     # Jobs with an executor the scheduler has yet to place: it may take a reserved slot whose room is free by
     # the filter alone, and a ghost pinned there meanwhile would overcommit the node (its kubelet refuses one).
     awaited = {e.job for e in executors if e.slot is None and e.node_name is None and not e.terminating}
@@ -324,58 +317,7 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
         missing,
         problems,
         (*deletions, *creations),
-        tuple(event for _, event in evictions),
     )
-
-
-def _unpreempted(
-    executors: Sequence[PodView],
-    ghosts: Mapping[int, PodView],
-    in_slot: Mapping[int, Sequence[PodView]],
-    reserved: Mapping[int, Reservation],
-    places: Mapping[int, SlotPlace],
-) -> list[tuple[DeleteGhost, Event]]:
-    """The ghosts to evict for executors the scheduler refused without preempting anything, each with its Event.
-
-    Normally the scheduler preempts the ghost of an executor's slot through the extender. When it could not
-    (the extender or the API server was away), it parks the executor until room frees up on some node, and
-    nothing else would free it: so esi evicts the ghost itself, and that deletion wakes the executor. The ghost
-    is the one of the executor's slot; an executor not given a slot yet gets the ghost of the lowest slot
-    reserved for its job that no executor was given (the one the extender hands out next), one per executor.
-    """
-    evictions: list[tuple[DeleteGhost, Event]] = []
-    taken: set[int] = set()
-    for executor in executors:  # sorted by name
-        if not executor.refused or executor.node_name is not None or executor.terminating:
-            continue
-        if executor.slot is not None:
-            slot: int | None = executor.slot
-        else:
-            slot = next(
-                (
-                    s
-                    for s, r in sorted(reserved.items())
-                    if r.job == executor.job and s not in in_slot and s not in taken
-                ),
-                None,
-            )
-        if slot is None or slot in taken:
-            continue
-        taken.add(slot)
-        ghost = ghosts.get(slot)
-        if ghost is None:
-            continue
-        why = f"the scheduler refused executor pod {executor.name} and preempted nothing for it"
-        evictions.append(
-            (
-                DeleteGhost(ghost.name, why),
-                Event(
-                    "GhostEvicted",
-                    f"evicted ghost pod {ghost.name} of slot {slot} on node {places[slot].node_name}: {why}",
-                ),
-            )
-        )
-    return evictions
 
 
 def _fill(
@@ -453,7 +395,7 @@ def _render(
         }
     )
     updated = _conditions(updated, table.missing, problems, problem_text, generation=generation, now=now)
-    events = (*_events(current, state, message, listed), *table.evictions)
+    events = _events(current, state, message, listed)
     return TestbedDecision(updated, table.actions, events, tuple(p.message for p in problems))
 
 

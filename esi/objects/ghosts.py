@@ -24,7 +24,7 @@ from esi.objects.names import (
     slot_of,
 )
 from esi.objects.owners import owner_reference
-from esi.objects.pod_status import last_container_end, scheduler_refusal
+from esi.objects.pod_status import last_container_end
 from esi.resources.meta import API_VERSION, part_of_esi
 from esi.resources.quantity import Quantity, QuantityError
 from esi.resources.testbed import Toleration
@@ -106,7 +106,6 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         phase=phase,
         job=labels.get(JOB_LABEL),
         terminating=metadata.get("deletionTimestamp") is not None,
-        refused=role == PodRole.EXECUTOR and scheduler_refusal(pod) is not None,
         finished_at=last_container_end(pod.get("status")) if phase.finished else None,
     )
 

@@ -123,7 +123,8 @@ def _check_workloads(client: Client, namespace: str, nodes: list[str]) -> None:
     assert client.get(NetworkPolicy, "esi-api", namespace=namespace)
     config = _scheduler_config(client, namespace)
     assert config["percentageOfNodesToScore"] == 100
-    assert config["profiles"] == [{"schedulerName": SCHEDULER_NAME}]
+    assert [p["schedulerName"] for p in config["profiles"]] == [SCHEDULER_NAME]
+    assert config["extenders"][0]["bindVerb"] == "bind"
     assert config["extenders"][0]["urlPrefix"] == f"http://esi-extender.{namespace}.svc:8080/extender"
 
 
@@ -141,6 +142,8 @@ def _check_rbac(client: Client, namespace: str) -> None:
     assert may("api", "create", "schedulings", **esi)
     assert may("api", "create", "tokenreviews", group="authentication.k8s.io", where=None)
     assert not may("api", "delete", "pods")
+    assert may("api", "create", "pods", subresource="binding"), "the extender binds executors"
+    assert may("api", "create", "pods", subresource="eviction"), "in place of their slot's ghost"
     assert not may("api", "patch", "schedulings", subresource="status", **esi)
     assert may("scheduler", "create", "pods", subresource="binding")
     leases = {"group": "coordination.k8s.io", "where": namespace}

@@ -36,12 +36,12 @@ def test_second_scheduler_places_a_pod_where_the_extender_allows(
     namespace: str,
     unique: str,
     add_nodes: AddNodes,
-    second_scheduler: Callable[[str], SecondScheduler],
+    second_scheduler: Callable[..., SecondScheduler],
 ) -> None:
     nodes = add_nodes(3)
     allowed = nodes[1]
     with serve(RecordingExtender(allowed_nodes={allowed})) as extender:
-        scheduler = second_scheduler(extender.url)
+        scheduler = second_scheduler(extender.url, bind_verb=None)
         client.create(
             pod(
                 "steered",
@@ -64,7 +64,7 @@ def test_second_scheduler_places_a_pod_where_the_extender_allows(
 
 def test_second_scheduler_runs_the_configuration_it_was_given(
     cluster: LocalCluster,
-    second_scheduler: Callable[[str], SecondScheduler],
+    second_scheduler: Callable[..., SecondScheduler],
 ) -> None:
     scheduler = second_scheduler("http://127.0.0.1:9/extender")  # never called: no pod uses it
     insecure = ssl.create_default_context()
@@ -80,11 +80,18 @@ def test_second_scheduler_runs_the_configuration_it_was_given(
     assert loaded["ClientConnection"]["Burst"] == scheduler.settings.burst
     (extender,) = loaded["Extenders"]
     assert extender["URLPrefix"] == "http://127.0.0.1:9/extender"
-    assert (extender["FilterVerb"], extender["PreemptVerb"], extender["NodeCacheCapable"]) == (
+    assert (extender["FilterVerb"], extender["BindVerb"], extender["PreemptVerb"], extender["NodeCacheCapable"]) == (
         "filter",
-        "preempt",
+        "bind",
+        "",
         True,
     )
+    # Executors are not held back by their slot's ghost: no resource count, no preemption; the rest stays.
+    multi_point = loaded["Profiles"][0]["Plugins"]["MultiPoint"]
+    enabled = {p["Name"] for p in multi_point["Enabled"]}
+    assert {p["Name"] for p in multi_point["Disabled"]} == {"NodeResourcesFit", "DefaultPreemption"}
+    assert not enabled & {"NodeResourcesFit", "DefaultPreemption"}
+    assert {"TaintToleration", "NodeAffinity", "NodeUnschedulable", "DefaultBinder"} <= enabled
 
 
 def test_preemption_follows_the_extenders_choice_of_victims(
@@ -92,7 +99,7 @@ def test_preemption_follows_the_extenders_choice_of_victims(
     namespace: str,
     unique: str,
     add_nodes: AddNodes,
-    second_scheduler: Callable[[str], SecondScheduler],
+    second_scheduler: Callable[..., SecondScheduler],
     priority_classes: Callable[[Sequence[tuple[str, int]]], None],
 ) -> None:
     # Two full nodes. On its own the scheduler would evict on node A (its victim has the lower priority);
@@ -105,7 +112,7 @@ def test_preemption_follows_the_extenders_choice_of_victims(
         wait_for(f"pod {name} to run", running_on(client, name, namespace))
 
     with serve(RecordingExtender(allowed_nodes={node_b})) as extender:
-        scheduler = second_scheduler(extender.url)
+        scheduler = second_scheduler(extender.url, bind_verb=None)
         client.create(
             pod(
                 "urgent",

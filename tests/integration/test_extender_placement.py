@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from lightkube import Client
+from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Pod
 
 from api.extender.app import create_extender_app
@@ -28,13 +28,16 @@ from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
+from tests.integration.test_testbed_reconciler import events
 
 
 @pytest.fixture
-def extender() -> Iterator[tuple[str, SlotIndex]]:
-    """esi's extender app on a free loopback port: (URL prefix, its slot index)."""
+def extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
+    """esi's extender app on a free loopback port, binding in the cluster from a slot index the test fills:
+    (URL prefix, its slot index)."""
     index = SlotIndex()
-    with serve_in_thread(create_extender_app(index)) as url:
+    app = create_extender_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig), feed=False)
+    with serve_in_thread(app, lifespan="on") as url:
         yield f"{url}/extender", index
 
 
@@ -69,8 +72,8 @@ def test_an_executor_takes_exactly_its_slot(
     node_a, node_b = add_nodes(2, cpu="2500m")
     places = two_full_nodes(client, namespace, node_a, node_b)
     uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
-    # The Scheduling gave job "wordcount" slot 1. Left alone, the scheduler would evict the younger ghost of
-    # node B (slot 3's): the extender must make it slot 1's.
+    # The Scheduling gave job "wordcount" slot 1: the executor takes the room of slot 1's ghost on node B, not
+    # that of slot 3's, which is also there.
     reserved = {1}
     index.replace_testbed(
         namespace,
@@ -82,6 +85,7 @@ def test_an_executor_takes_exactly_its_slot(
                 SlotState.RESERVED if s in reserved else SlotState.FREE,
                 job="wordcount" if s in reserved else None,
                 ghost_uid=uids[s],
+                ghost_name=f"ghost-{s}",
             )
             for s, n in places.items()
         ],
@@ -100,6 +104,8 @@ def test_an_executor_takes_exactly_its_slot(
         assert current.metadata.deletionTimestamp is None, f"{survivor} was touched"
     executor_uid = client.get(Pod, "exec-1", namespace=namespace).metadata.uid  # type: ignore[union-attr]
     assert index.slot_of(str(executor_uid)) == (namespace, "tb", 1)
+    refusals = [e["message"] for e in events(esi_priority_classes, namespace, "FailedScheduling")]
+    assert refusals == [], "the scheduler placed and bound it at the first try"
 
 
 def test_an_ordinary_pod_cannot_take_reserved_capacity(
@@ -157,6 +163,7 @@ def test_an_executor_created_before_its_reservation_is_known_runs_once_it_is(
                     SlotState.RESERVED if s in reserved else SlotState.FREE,
                     job="wordcount" if s in reserved else None,
                     ghost_uid=uids[s],
+                    ghost_name=f"ghost-{s}",
                 )
                 for s, n in places.items()
             ],

@@ -4,19 +4,16 @@ with node labels, capacity problems reported, never an executor touched."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from api.extender.slot_index import SlotIndex
 from esi.objects.ghosts import ghost_name
 from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
-from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import create_testbed, executor_pod, get_or_none, running_on, wait_for
+from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for
 
 
 def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
@@ -130,7 +127,7 @@ def test_a_ghost_evicted_for_an_executor_is_not_put_back_while_the_executor_wait
     client.create(executor)
     wait_for("slot 0 given to exec-0", lambda: status_of(esi_operators, namespace)["slots"][0]["state"] == "Reserved")
 
-    # What the scheduler does when it preempts for the executor: it deletes the slot's ghost.
+    # What the extender does when it binds the executor: it evicts the slot's ghost first.
     esi_operators.kubectl("delete", "pod", ghost_name("tb", 0), "-n", namespace, "--wait")
     # Slot 1's ghost deleted after it: once its replacement exists, the reconciler has decided on a view
     # that no longer holds slot 0's ghost either.
@@ -145,43 +142,6 @@ def test_a_ghost_evicted_for_an_executor_is_not_put_back_while_the_executor_wait
     # The executor goes without being bound: its slot is Free and held by a ghost again.
     client.delete(Pod, "exec-0", namespace=namespace, grace_period=0)
     assert wait_for("slot 0's ghost back", ghosts_when(client, namespace, 2), timeout=60) == before
-
-
-def test_an_executor_the_scheduler_could_not_preempt_for_gets_its_slot_once_the_testbed_evicts_the_ghost(
-    esi_operators: LocalCluster,
-    client: Client,
-    namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
-    fed_extender: tuple[str, SlotIndex],
-    second_scheduler: Callable[..., SecondScheduler],
-) -> None:
-    """The scheduler preempts a slot's ghost through the extender. When that call fails (here: a preempt verb the
-    extender does not serve; in operation, the extender or the API server away), the scheduler parks the
-    executor until room frees up on some node, and would keep it parked for minutes: the reconciler evicts the
-    ghost the scheduler would have, and that deletion wakes the executor."""
-    label = f"esi.test/slots-{unique}"
-    (node,) = add_nodes(1, cpu="2", labels={label: "0"})
-    create_testbed(esi_operators, namespace, label)
-    assert wait_for("two ghosts filling the node", ghosts_when(client, namespace, 2), timeout=60) == {0: node, 1: node}
-    url, _ = fed_extender
-    scheduler = second_scheduler(url, preempt_verb="no-such-verb")
-    # Given slot 0 by the extender, whose answer to the preempt call was then lost.
-    executor = executor_pod("exec-0", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name)
-    executor.metadata.labels[SLOT_LABEL] = "0"
-    client.create(executor)
-
-    assert wait_for("the executor to run", running_on(client, "exec-0", namespace), timeout=60) == node
-    assert ghosts(client, namespace) == {1: node}
-    refusals = events(esi_operators, namespace, "FailedScheduling")
-    assert any("no-such-verb" in e["message"] for e in refusals), f"the preempt call did not fail: {refusals}"
-    evicted = [e["message"] for e in events(esi_operators, namespace, "GhostEvicted")]
-    assert evicted == [
-        f"evicted ghost pod {ghost_name('tb', 0)} of slot 0 on node {node}: the scheduler refused executor pod exec-0"
-        " and preempted nothing for it"
-    ]
-    slot_0 = status_of(esi_operators, namespace)["slots"][0]
-    assert (slot_0["state"], slot_0.get("pod")) == ("Occupied", "exec-0")
 
 
 def events(cluster: LocalCluster, namespace: str, reason: str) -> list[dict[str, Any]]:

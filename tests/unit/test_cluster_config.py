@@ -32,15 +32,32 @@ def test_second_scheduler_configuration_has_the_settings_esi_relies_on() -> None
 
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["percentageOfNodesToScore"] == 100
-    assert config["profiles"] == [{"schedulerName": "esi-scheduler"}]
+    assert config["profiles"] == [
+        {
+            "schedulerName": "esi-scheduler",
+            "plugins": {"multiPoint": {"disabled": [{"name": "NodeResourcesFit"}, {"name": "DefaultPreemption"}]}},
+        }
+    ]
     assert config["clientConnection"] == {"qps": 300, "burst": 600, "kubeconfig": "/k/config"}
     assert config["leaderElection"] == {"leaderElect": False}
     (extender,) = config["extenders"]
     assert extender["urlPrefix"] == "http://127.0.0.1:8080/extender"
-    assert (extender["filterVerb"], extender["preemptVerb"]) == ("filter", "preempt")
+    assert (extender["filterVerb"], extender["bindVerb"]) == ("filter", "bind")
+    assert "preemptVerb" not in extender
     assert extender["nodeCacheCapable"] is True
     assert extender["enableHTTPS"] is False
     assert extender["ignorable"] is False
+
+
+def test_the_preemption_path_counts_resources_and_preempts_through_the_extender() -> None:
+    settings = SecondSchedulerSettings("esi-scheduler", "http://127.0.0.1:8080/extender", bind_verb=None)
+
+    config = scheduler_configuration(settings, None)
+
+    assert config["profiles"] == [{"schedulerName": "esi-scheduler"}]
+    (extender,) = config["extenders"]
+    assert (extender["filterVerb"], extender["preemptVerb"]) == ("filter", "preempt")
+    assert "bindVerb" not in extender
 
 
 def test_in_cluster_configuration_has_no_kubeconfig_and_https_extender_is_https() -> None:

@@ -306,14 +306,10 @@ def test_scheduler_config_map_scores_all_nodes_and_calls_the_extender_service(de
 
     assert config["kind"] == "KubeSchedulerConfiguration"
     assert config["percentageOfNodesToScore"] == 100
-    assert config["profiles"] == [{"schedulerName": SCHEDULER_NAME}]
+    assert [p["schedulerName"] for p in config["profiles"]] == [SCHEDULER_NAME]
     assert "kubeconfig" not in config["clientConnection"], "in a cluster it uses its ServiceAccount"
     (extender,) = config["extenders"]
-    assert (extender["filterVerb"], extender["preemptVerb"], extender["nodeCacheCapable"]) == (
-        "filter",
-        "preempt",
-        True,
-    )
+    assert (extender["filterVerb"], extender["bindVerb"], extender["nodeCacheCapable"]) == ("filter", "bind", True)
     url = urlsplit(extender["urlPrefix"])
     assert (url.scheme, url.hostname, url.port, url.path) == (
         "http",

@@ -64,8 +64,18 @@ def test_preempt_names_the_ghost(client: TestClient) -> None:
             json.dumps({"Pod": executor_pod("e1"), "NodeNameToMetaVictims": {"n0": {"Pods": [{}]}}}).encode(),
             "NodeNameToMetaVictims.n0.Pods.0.UID",
         ),
+        ("/extender/bind", json.dumps({"PodName": "e1", "PodNamespace": "ns"}).encode(), "Node"),
+        ("/extender/bind", json.dumps({"PodName": "", "PodNamespace": "ns", "Node": "n1"}).encode(), "PodName"),
     ],
-    ids=["not json", "not an object", "no pod", "pod without name", "victim without uid"],
+    ids=[
+        "not json",
+        "not an object",
+        "no pod",
+        "pod without name",
+        "victim without uid",
+        "bind no node",
+        "bind no pod",
+    ],
 )
 def test_malformed_requests_get_400_naming_the_field(client: TestClient, path: str, body: bytes, field: str) -> None:
     response = client.post(path, content=body, headers={"Content-Type": "application/json"})
@@ -160,6 +170,13 @@ def test_preempt_keeps_the_schedulers_victims_of_any_other_pod_and_refuses_the_r
         assert response.status_code == 200
         answer = ExtenderPreemptionResult.model_validate(response.json())
         assert answer == ExtenderPreemptionResult(node_name_to_meta_victims=args.node_name_to_meta_victims or {})
+
+
+def test_bind_without_a_cluster_says_so_and_binds_nothing(client: TestClient) -> None:
+    response = client.post("/extender/bind", json={"PodName": "e1", "PodNamespace": "ns", "PodUID": "u", "Node": "n1"})
+
+    assert response.status_code == 200
+    assert "binds nothing" in response.json()["Error"]
 
 
 def test_healthz() -> None:

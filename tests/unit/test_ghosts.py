@@ -63,21 +63,6 @@ def test_reading_an_executor_pod() -> None:
         True,
     )
     assert view.requests == Resources(Quantity("1500m"), Quantity("1Gi"))
-    assert not view.refused
-
-
-def test_an_executor_the_scheduler_refused_without_nominating_a_node_reads_as_refused() -> None:
-    def pod(role: str, **status: Any) -> dict[str, Any]:
-        refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
-        return {
-            "metadata": {"name": "e", "labels": {ROLE_LABEL: role, TESTBED_LABEL: "tb", JOB_LABEL: "j"}},
-            "spec": {"containers": []},
-            "status": {"phase": "Pending", "conditions": [refused], **status},
-        }
-
-    views = [pod_view(pod("executor")), pod_view(pod("executor", nominatedNodeName="n0")), pod_view(pod("ghost"))]
-
-    assert [v.refused for v in views if v is not None] == [True, False, False]
 
 
 def test_a_finished_pod_reads_with_the_end_of_its_last_container() -> None:

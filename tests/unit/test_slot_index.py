@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.extender.slot_index import IndexedSlot, SlotIndex
+from api.extender.slot_index import BindPlan, IndexedSlot, SlotIndex
 from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
 from esi.resources.testbed import SlotState
 from tests.builders import executor_pod
@@ -187,3 +187,19 @@ def test_recorded_bindings_are_restored_and_respected() -> None:
     assert slots.filter(filter_args(executor_pod("e2"))).node_names == ["n1"]
     assert slots.slot_of("uid-e2") == ("ns", "tb", 1)
     assert not slots.restore("uid-e3", "ns", "tb", 4), "a slot another pod holds is not taken over"
+
+
+def test_a_binding_plan_evicts_exactly_the_slots_ghost_and_only_on_the_slots_node() -> None:
+    slots = SlotIndex()
+    slots.replace_testbed(
+        "ns", "tb", [IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="g1", ghost_name="tb-ghost-1")]
+    )
+    slots.filter(filter_args(executor_pod("e1")))
+
+    assert slots.plan_binding("uid-e1", "n1") == BindPlan(1, ("tb-ghost-1", "g1"))
+    assert slots.plan_binding("uid-e1", "n0").error == "slot 1 of testbed tb is on node n1, not n0"
+    assert slots.plan_binding("uid-web", "n0") == BindPlan(), "a pod given no slot is bound as it is"
+    slots.replace_testbed("ns", "tb", [IndexedSlot(1, "n1", SlotState.RESERVED, job="j")])
+    assert slots.plan_binding("uid-e1", "n1") == BindPlan(1), "its ghost is gone already (an earlier try)"
+    slots.remove_testbed("ns", "tb")
+    assert "not known any more" in slots.plan_binding("uid-e1", "n1").error

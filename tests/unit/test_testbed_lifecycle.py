@@ -356,68 +356,6 @@ def test_a_slot_whose_ghost_was_evicted_for_its_executor_waits_for_the_executor(
     assert table(bound.status)[0] == (0, "node-1", 0, "Occupied", "e0")
 
 
-def test_a_ghost_the_scheduler_did_not_preempt_for_a_refused_executor_is_evicted_by_the_testbed() -> None:
-    # The scheduler refused e0 (given slot 0) and could not preempt g0: its call to the extender failed.
-    pods = [*SETTLED, executor("e0", None, 0, phase=PodPhase.PENDING, refused=True)]
-
-    decision = decide(NODES, pods, status=SETTLED_STATUS)
-
-    assert deleted(decision) == ["g0"]
-    assert created(decision) == []
-    assert (
-        Event(
-            "GhostEvicted",
-            "evicted ghost pod g0 of slot 0 on node node-1: the scheduler refused executor pod e0 and preempted nothing"
-            " for it",
-        )
-        in decision.events
-    )
-    gone = decide(NODES, [*SETTLED[1:], pods[-1]], status=decision.status)
-    assert gone.actions == (), "no ghost comes back while the executor waits for its slot"
-    terminating = decide(NODES, [replace(SETTLED[0], terminating=True), *SETTLED[1:], pods[-1]], status=decision.status)
-    assert terminating.actions == (), "evicted once"
-
-
-def test_a_refused_executor_without_a_slot_gets_the_ghost_of_its_jobs_lowest_unclaimed_reserved_slot() -> None:
-    reservation = Reservation("s1", "job-a", (1, 2, 3))
-    pods = [
-        *SETTLED,
-        executor("e1", "node-2", 1),  # placed already
-        executor("e2", None, None, phase=PodPhase.PENDING, refused=True),
-        executor("e3", None, None, phase=PodPhase.PENDING, refused=True),
-        executor("e4", None, None, phase=PodPhase.PENDING, refused=True),  # more executors than slots left
-        executor("other", None, None, phase=PodPhase.PENDING, refused=True, job="job-b"),  # no reservation
-    ]
-
-    decision = decide(NODES, pods, status=SETTLED_STATUS, reservations=[reservation])
-
-    assert deleted(decision) == ["g1", "g2", "g3"]  # g1: e1 fit beside its ghost, so it goes as always
-    assert [e.message.split(":")[0] for e in decision.events if e.reason == "GhostEvicted"] == [
-        "evicted ghost pod g2 of slot 2 on node node-1",
-        "evicted ghost pod g3 of slot 3 on node node-2",
-    ]
-
-
-@pytest.mark.parametrize(
-    "waiting",
-    [
-        pytest.param(executor("e0", None, 0, phase=PodPhase.PENDING), id="not-refused-yet"),
-        pytest.param(executor("e0", "node-1", 0, phase=PodPhase.PENDING, refused=True), id="bound-already"),
-        pytest.param(executor("e0", None, 0, phase=PodPhase.PENDING, refused=True, terminating=True), id="going"),
-    ],
-)
-def test_a_ghost_stays_for_an_executor_the_scheduler_has_not_refused_or_that_is_placed_or_going(
-    waiting: PodView,
-) -> None:
-    decision = decide(NODES, [*SETTLED, waiting], status=SETTLED_STATUS)
-
-    assert not any(e.reason == "GhostEvicted" for e in decision.events)
-    assert "g0" not in deleted(decision) or waiting.node_name == "node-1"
-
-
-# --- executors are never touched (docs/design.md#never-delete-running-work) -----------------------------
-
-
 @pytest.mark.parametrize(
     ("extra", "problem"),
     [

@@ -1,0 +1,88 @@
+"""The extender's bind verb done against the API server: the slot's ghost evicted, then the executor bound.
+
+The second scheduler does not count resources (its profile leaves ``NodeResourcesFit`` out), so an executor is
+never held back by its own slot's ghost and no preemption round is needed: the scheduler hands the binding to
+the extender, which evicts exactly the slot's ghost (the UID a precondition: a ghost made since is not
+touched) with no grace period, and then binds the executor. The ghost's deletion reaches the node's kubelet
+before the executor does (a kubelet sees its pods in the API server's order), so the kubelet admits the
+executor into the room the ghost held.
+
+Evicting, not deleting, because an eviction carries delete options with a UID precondition and lightkube's
+delete does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import httpx2
+import msgspec
+from lightkube import ApiError, AsyncClient
+from lightkube.models.core_v1 import ObjectReference
+from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
+from lightkube.resources.core_v1 import PodBinding, PodEviction
+
+from api.extender.slot_index import BindPlan, SlotIndex
+from api.extender.wire import ExtenderBindingArgs, ExtenderBindingResult
+from kube.errors import Refusal, refusal
+
+__all__ = ["SlotBinder"]
+
+log = logging.getLogger(__name__)
+
+
+class SlotBinder:
+    """Binds the second scheduler's pods: an executor into its slot in place of the slot's ghost."""
+
+    def __init__(self, client: AsyncClient, index: SlotIndex) -> None:
+        self._client = client
+        self._index = index
+
+    async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
+        plan = self._index.plan_binding(args.pod_uid, args.node)
+        if plan.error:
+            return ExtenderBindingResult(error=plan.error)
+        try:
+            if plan.ghost is not None:
+                evicted = await self._evict_ghost(args.pod_namespace, plan)
+                if evicted is not None:
+                    return ExtenderBindingResult(error=evicted)
+            await self._bind(args)
+        except ApiError as err:
+            return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err.status.message}")
+        except httpx2.HTTPError as err:  # lightkube speaks httpx2
+            return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err}")
+        return ExtenderBindingResult()
+
+    async def _bind(self, args: ExtenderBindingArgs) -> None:
+        binding = PodBinding(
+            metadata=ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid or None),
+            target=ObjectReference(kind="Node", name=args.node),
+        )
+        await self._post(binding, args.pod_name, args.pod_namespace)
+
+    async def _post(self, subresource: PodBinding | PodEviction, pod: str, namespace: str) -> None:
+        """POST a pod's binding or eviction. The API server answers either with a Status, which lightkube cannot
+        read as the object it expects: an answer that is not an error is the request done."""
+        with contextlib.suppress(msgspec.ValidationError):
+            await self._client.create(subresource, pod, namespace=namespace)
+
+    async def _evict_ghost(self, namespace: str, plan: BindPlan) -> str | None:
+        """Evict the plan's ghost; why not, if the binding must wait (a ghost already gone is no reason)."""
+        assert plan.ghost is not None
+        name, uid = plan.ghost
+        eviction = PodEviction(
+            metadata=ObjectMeta(name=name, namespace=namespace),
+            deleteOptions=DeleteOptions(gracePeriodSeconds=0, preconditions=Preconditions(uid=uid)),
+        )
+        try:
+            await self._post(eviction, name, namespace)
+        except ApiError as err:
+            if refusal(err) is Refusal.NOT_FOUND:
+                return None
+            if refusal(err) is Refusal.CONFLICT:
+                return f"the ghost {namespace}/{name} of slot {plan.slot} was replaced; trying again"
+            raise
+        log.info("evicted ghost %s/%s (slot %s) for the executor bound there", namespace, name, plan.slot)
+        return None

@@ -1,0 +1,213 @@
+"""Executors take their slots at once while a stream of ordinary pods (the default scheduler's) competes for
+the same nodes; how much of the slots' room the ordinary pods get meanwhile is measured and reported.
+
+KWOK nodes run whatever is bound to them, so room given twice shows as a node whose bound pods request more
+than it has; an observer lists the pods every few tens of milliseconds and checks every node, every time.
+Measured so (2026-11-25): between a ghost's eviction and its executor's binding, the default scheduler binds
+waiting ordinary pods into the room on about half the nodes; the earlier path (preemption, then a second
+cycle) loses the room the same way and then leaves the executors waiting. On shared nodes neither keeps the
+room; nodes given to the Testbed alone (a taint only ghosts and executors tolerate: ``spec.tolerations``) do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import Pod
+
+from api.extender.slot_index import SlotIndex
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.resources.quantity import Quantity
+from esi.resources.testbed import SlotState
+from infra.local_cluster import LocalCluster
+from infra.second_scheduler import SecondScheduler
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import create_in, create_testbed, executor_pod, pod, wait_for
+from tests.integration.test_placement_end_to_end import set_scheduling_status
+from tests.integration.test_testbed_reconciler import settled, status_of
+from tests.manifests import scheduling_manifest
+
+NODES, SLOTS_PER_NODE = 25, 4
+NODE_CPU = Decimal(6)  # 4 slots of 1 cpu reserved, 2 cpu for ordinary pods
+ORDINARY_CPU = "500m"
+ORDINARY = "ordinary"
+
+
+def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_nodes(
+    esi_operators: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[..., SecondScheduler],
+    fed_extender: tuple[str, SlotIndex],
+    record_property: Callable[[str, object], None],
+) -> None:
+    url, index = fed_extender
+    label = f"esi.test/slots-{unique}"
+    nodes = [add_nodes(1, cpu=str(NODE_CPU), memory="8Gi", labels={label: str(i)})[0] for i in range(NODES)]
+    create_testbed(esi_operators, namespace, label, slots_per_node=SLOTS_PER_NODE)
+    total = NODES * SLOTS_PER_NODE
+    wait_for(f"{total} slots with their ghosts", settled(esi_operators, namespace, total), timeout=120)
+    create_in(
+        esi_operators,
+        namespace,
+        scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": f"job-{k}"} for k in range(NODES)]),
+    )
+    set_scheduling_status(
+        esi_operators,
+        namespace,
+        [
+            {"name": f"job-{k}", "state": "Reserved", "executors": 4, "slots": [k + NODES * p for p in range(4)]}
+            for k in range(NODES)
+        ],
+    )
+    wait_for(
+        "the extender to see every reservation",
+        lambda: sum(s.state == SlotState.RESERVED for s in index.slots(namespace, "tb") or ()) == total,
+        timeout=60,
+    )
+    scheduler = second_scheduler(url)
+
+    with ordinary_stream(client, namespace, unique) as stream, observer(client, namespace) as seen:
+        wait_for("ordinary pods waiting for room", lambda: stream.pending() >= 20, timeout=120)
+        for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE)):
+            client.create(
+                executor_pod(
+                    f"job-{k}-exec-{e}",
+                    namespace,
+                    pool=unique,
+                    scheduler=scheduler.settings.scheduler_name,
+                    job=f"job-{k}",
+                )
+            )
+        running = wait_for(f"{total} executors to run", lambda: running_executors(client, namespace, total), 300)
+        time.sleep(2)  # the stream and the observer go on a little after the last swap
+
+    extra = sum((cpu - NODE_CPU for cpu, _ in seen.overcommitted.values()), Decimal(0))
+    record_property(
+        "figure",
+        f"  {total} executors took their slots while {stream.created} ordinary pods came and went "
+        f"({stream.pending_at_most} waiting for room at most), {seen.snapshots} snapshots of every node:\n"
+        f"  ordinary pods got reserved room on {len(seen.overcommitted)} of {NODES} nodes, {extra} cpu in all",
+    )
+    assert seen.snapshots > 20, "the observer saw too little to tell"
+    assert stream.created > 150, "too few ordinary pods competed"
+    for executor in running:
+        k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
+        assert executor.spec.nodeName == nodes[k]
+        assert int(executor.metadata.labels[SLOT_LABEL]) in {k + NODES * p for p in range(4)}
+    assert len({e.metadata.labels[SLOT_LABEL] for e in running}) == total, "a slot given twice"
+    wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
+
+
+def running_executors(client: Client, namespace: str, total: int) -> list[Any] | None:
+    pods = client.list(Pod, namespace=namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
+    running = [p for p in pods if p.status is not None and p.status.phase == "Running"]
+    return running if len(running) == total else None
+
+
+class Stream:
+    def __init__(self) -> None:
+        self.created = 0
+        self.pending_at_most = 0
+        self._pending = 0
+
+    def pending(self) -> int:
+        return self._pending
+
+    def saw_pending(self, count: int) -> None:
+        self._pending = count
+        self.pending_at_most = max(self.pending_at_most, count)
+
+
+@contextmanager
+def repeating(name: str, step: Callable[[], None], pause: float) -> Iterator[None]:
+    """``step`` over and over on a thread of its own, ``pause`` seconds apart, while the context is open."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            step()
+            time.sleep(pause)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+@contextmanager
+def ordinary_stream(client: Client, namespace: str, pool: str) -> Iterator[Stream]:
+    """Ordinary pods of the default scheduler for the Testbed's nodes, always more than fit: one is created
+    and the oldest running one deleted every 20 ms, so some always wait, retried as room frees up."""
+    stream, numbers = Stream(), itertools.count()
+    free_room = int(NODES * (NODE_CPU - SLOTS_PER_NODE) / Decimal("0.5"))
+
+    def step() -> None:
+        manifest = pod(
+            f"{ORDINARY}-{next(numbers)}", namespace, cpu=ORDINARY_CPU, node_selector={"esi.test/pool": pool}
+        )
+        manifest.metadata.labels = {"role": ORDINARY}
+        client.create(manifest)
+        stream.created += 1
+        ordinary = list(client.list(Pod, namespace=namespace, labels={"role": ORDINARY}))
+        bound = [str(p.metadata.name) for p in ordinary if p.metadata and p.spec and p.spec.nodeName]
+        stream.saw_pending(len(ordinary) - len(bound))
+        if len(ordinary) > free_room + 25 and bound:
+            oldest = min(bound, key=lambda name: int(name.rsplit("-", 1)[1]))
+            with contextlib.suppress(ApiError):
+                client.delete(Pod, oldest, namespace=namespace, grace_period=0)
+
+    with repeating("ordinary-stream", step, 0.02):
+        yield stream
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.snapshots = 0
+        self.overcommitted: dict[str, tuple[Decimal, list[str]]] = {}
+
+
+@contextmanager
+def observer(client: Client, namespace: str) -> Iterator[Seen]:
+    """Lists the namespace's pods over and over; every node whose bound, unfinished pods request more cpu than
+    it has is recorded with those pods (the most it was seen to hold)."""
+    seen = Seen()
+
+    def step() -> None:
+        on_node: dict[str, list[Any]] = defaultdict(list)
+        for p in client.list(Pod, namespace=namespace):
+            if p.spec and p.spec.nodeName and (p.status is None or p.status.phase not in ("Succeeded", "Failed")):
+                on_node[p.spec.nodeName].append(p)
+        for node, pods in on_node.items():
+            cpu = sum((requested_cpu(p) for p in pods), Decimal(0))
+            if cpu > max(NODE_CPU, seen.overcommitted.get(node, (NODE_CPU, []))[0]):
+                seen.overcommitted[node] = (cpu, sorted(p.metadata.name for p in pods))
+        seen.snapshots += 1
+
+    with repeating("room-observer", step, 0.03):
+        yield seen
+
+
+def requested_cpu(pod: Any) -> Decimal:
+    return sum(
+        (
+            Quantity(c.resources.requests.get("cpu", "0")).amount
+            for c in pod.spec.containers
+            if c.resources and c.resources.requests
+        ),
+        Decimal(0),
+    )
