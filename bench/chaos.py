@@ -56,7 +56,7 @@ COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME
 SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
 ROUND_TIMEOUT = 3600.0
 # What esi tells when something waits or what it repairs: counted per round from its Events.
-TOLD = ("GhostEvicted", "Stalled", "JobRetrying", "WaitCycle")
+TOLD = ("Stalled", "JobRetrying", "WaitCycle")
 
 
 @dataclass
