@@ -271,7 +271,7 @@ class IndexFeed:
         return self._client
 
     async def record_binding(self, namespace: str, pod: str, slot: int) -> None:
-        """Label an executor pod with the slot the extender gave it (once per pod, before the answer)."""
+        """Label an executor pod with the slot the extender gave it (once per pod, before its slot's ghost goes)."""
         try:
             await self._client.patch(
                 Pod,

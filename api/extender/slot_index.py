@@ -14,7 +14,7 @@ finished pod that is not gone yet may still be counted by its kubelet, which wou
 A binding lives in memory, but must not only live there: the Testbed reconciler must know the slot is
 taken before the ghost is evicted (or it would put the ghost back), and a restarted extender must give the
 same answers. So a new binding is handed out once by ``take_unrecorded`` for the caller to record on the
-pod (its slot label) before it answers, and ``restore`` reads such records back.
+pod (its slot label) before the slot's ghost goes, and ``restore`` reads such records back.
 
 An executor whose job has no free reserved slot left (or whose Testbed is unknown) gets an error from
 ``filter``, so the scheduler retries it after its backoff (the reservation may still be on its way), and no

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, TypeVar
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.extender.app import create_extender_app
+from api.extender.routes import Recordings
 from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.extender.wire import ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs, ExtenderPreemptionResult
 from esi.resources.testbed import SlotState
@@ -181,3 +183,25 @@ def test_bind_without_a_cluster_says_so_and_binds_nothing(client: TestClient) ->
 
 def test_healthz() -> None:
     assert TestClient(create_extender_app()).get("/healthz").json() == {"status": "ok"}
+
+
+def test_a_slot_label_being_written_is_waited_for_and_then_forgotten() -> None:
+    async def scenario() -> list[str]:
+        recordings, steps, release = Recordings(), [], asyncio.Event()
+
+        async def write() -> None:
+            await release.wait()
+            steps.append("written")
+
+        recordings.start("u1", write())
+        waiting = asyncio.create_task(recordings.written("u1"))
+        await asyncio.sleep(0)
+        steps.append("still waiting" if not waiting.done() else "did not wait")
+        release.set()
+        await waiting
+        steps.append("bound")
+        await recordings.written("u1")  # written: nothing left to wait for
+        await recordings.written("u2")  # never started
+        return steps
+
+    assert asyncio.run(scenario()) == ["still waiting", "written", "bound"]
