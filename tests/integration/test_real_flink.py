@@ -304,9 +304,11 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
     assert all(task_managers[name].running for name in first), "each ran"
     assert sorted(int(task_managers[name].labels[SLOT_LABEL]) for name in first) == [0, 1], "one in each slot"
     # Flink replaces a TaskManager it lost (seen once in four runs on this 2-core machine while the suite's other
-    # worker was busy): the replacement must go to the job's slots on the real node too.
-    assert {life.node for life in task_managers.values()} == {NODE}
-    assert {int(life.labels[SLOT_LABEL]) for life in task_managers.values()} == {0, 1}
+    # worker was busy): the replacement must go to the job's slots on the real node too — if it is bound at all:
+    # one asked for as the job ends waits for the lost one to let go of its slot and may see the cluster go first.
+    bound = [life for life in task_managers.values() if life.node is not None]
+    assert {life.node for life in bound} == {NODE}
+    assert {int(life.labels[SLOT_LABEL]) for life in bound} == {0, 1}
     replaced = {name: sorted(life.reasons) for name, life in task_managers.items() if name not in first}
     assert history.refused() == {}, "the kubelet admitted every pod"
     assert not any("OOMKilled" in life.reasons for life in history.pods.values()), history.pods
