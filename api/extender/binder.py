@@ -23,7 +23,7 @@ from lightkube.models.core_v1 import ObjectReference
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
 from lightkube.resources.core_v1 import PodBinding, PodEviction
 
-from api.extender.slot_index import BindPlan, SlotIndex
+from api.extender.slot_index import SlotIndex, key_of
 from api.extender.wire import ExtenderBindingArgs, ExtenderBindingResult
 from kube.errors import Refusal, refusal
 
@@ -40,12 +40,12 @@ class SlotBinder:
         self._index = index
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
-        plan = self._index.plan_binding(args.pod_uid, args.node)
+        plan = self._index.plan_binding(key_of(args.pod_uid, args.pod_namespace, args.pod_name), args.node)
         if plan.error:
             return ExtenderBindingResult(error=plan.error)
         try:
             if plan.ghost is not None:
-                evicted = await self._evict_ghost(args.pod_namespace, plan)
+                evicted = await self._evict_ghost(args.pod_namespace, plan.slot, *plan.ghost)
                 if evicted is not None:
                     return ExtenderBindingResult(error=evicted)
             await self._bind(args)
@@ -68,10 +68,9 @@ class SlotBinder:
         with contextlib.suppress(msgspec.ValidationError):
             await self._client.create(subresource, pod, namespace=namespace)
 
-    async def _evict_ghost(self, namespace: str, plan: BindPlan) -> str | None:
-        """Evict the plan's ghost; why not, if the binding must wait (a ghost already gone is no reason)."""
-        assert plan.ghost is not None
-        name, uid = plan.ghost
+    async def _evict_ghost(self, namespace: str, slot: int | None, name: str, uid: str) -> str | None:
+        """Evict ghost ``name`` (``uid``) of ``slot``; why not, if the binding must wait (a ghost already gone is
+        no reason)."""
         eviction = PodEviction(
             metadata=ObjectMeta(name=name, namespace=namespace),
             deleteOptions=DeleteOptions(gracePeriodSeconds=0, preconditions=Preconditions(uid=uid)),
@@ -82,7 +81,7 @@ class SlotBinder:
             if refusal(err) is Refusal.NOT_FOUND:
                 return None
             if refusal(err) is Refusal.CONFLICT:
-                return f"the ghost {namespace}/{name} of slot {plan.slot} was replaced; trying again"
+                return f"the ghost {namespace}/{name} of slot {slot} was replaced; trying again"
             raise
-        log.info("evicted ghost %s/%s (slot %s) for the executor bound there", namespace, name, plan.slot)
+        log.info("evicted ghost %s/%s (slot %s) for the executor bound there", namespace, name, slot)
         return None

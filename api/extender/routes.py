@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from api.extender.binder import SlotBinder
-from api.extender.slot_index import SlotIndex, pod_key
+from api.extender.slot_index import SlotIndex, key_of, pod_key
 from api.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -114,7 +114,7 @@ async def bind(request: Request) -> JSONResponse:
     if binder is None:
         answer = ExtenderBindingResult(error="the extender does not follow a cluster, so it binds nothing")
     else:
-        await _recordings(request).written(args.pod_uid or f"{args.pod_namespace}/{args.pod_name}")
+        await _recordings(request).written(key_of(args.pod_uid, args.pod_namespace, args.pod_name))
         answer = await binder.bind(args)
     if answer.error:
         log.info("bind %s/%s to %s: %s", args.pod_namespace, args.pod_name, args.node, answer.error)

@@ -40,7 +40,7 @@ from api.extender.wire import (
 from esi.objects.names import JOB_LABEL, TESTBED_LABEL, is_executor
 from esi.resources.testbed import Slot, SlotState
 
-__all__ = ["BindPlan", "GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "pod_key"]
+__all__ = ["BindPlan", "GhostPod", "IndexedSlot", "SlotIndex", "indexed_slots", "key_of", "pod_key"]
 
 TestbedKey = tuple[str, str]  # (namespace, name)
 
@@ -270,8 +270,13 @@ def indexed_slots(slots: Iterable[Slot], ghosts: Mapping[str, GhostPod]) -> list
 
 
 def pod_key(pod: SchedulingPod) -> str:
+    """How the index knows a pod (``key_of``)."""
+    return key_of(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
+
+
+def key_of(uid: str, namespace: str, name: str) -> str:
     """How the index knows a pod: its UID (namespace/name for the rare request without one)."""
-    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+    return uid or f"{namespace}/{name}"
 
 
 def _executor(pod: SchedulingPod) -> _Executor | None:

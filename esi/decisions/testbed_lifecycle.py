@@ -173,9 +173,14 @@ class PodView:
     terminating: bool = False
     finished_at: datetime | None = None  # when its last container ended, once it is finished
 
+    @property
+    def held_until(self) -> datetime | None:
+        """Until when the pod holds its room on its node (``room_held_until``)."""
+        return room_held_until(self.phase, self.terminating, self.finished_at)
+
     def holds_room(self, now: datetime) -> bool:
-        """Whether the pod still holds its room on its node (``room_held_until``)."""
-        until = room_held_until(self.phase, self.terminating, self.finished_at)
+        """Whether the pod still holds its room on its node at ``now``."""
+        until = self.held_until
         return until is None or until > now
 
 
@@ -248,13 +253,7 @@ def decide_testbed(
 
 def _next_release(pods: Iterable[PodView], now: datetime) -> float | None:
     """Seconds until the first finished executor that still holds its room lets it go; None if none does."""
-    times = [
-        until
-        for p in pods
-        if p.role == PodRole.EXECUTOR
-        and (until := room_held_until(p.phase, p.terminating, p.finished_at)) is not None
-        and until > now
-    ]
+    times = [until for p in pods if p.role == PodRole.EXECUTOR and (until := p.held_until) is not None and until > now]
     return (min(times) - now).total_seconds() if times else None
 
 
