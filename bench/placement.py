@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import ssl
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from bench.stack import local_stack
+from bench.process_cpu import cpu_seconds, cpu_table
+from bench.stack import Stack, local_stack
 from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
@@ -47,11 +51,16 @@ from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
 BEFORE_NODE = "esi.bench/before-node"
-_BUCKET_LINE = re.compile(
-    r'^esi_extender_request_duration_seconds_bucket\{(?=[^}]*route="(?P<route>[^"]+)")(?=[^}]*le="(?P<le>[^"]+)")[^}]*\}'
-    r" (?P<count>\S+)$",
-    re.MULTILINE,
-)
+_BUCKET_LINE = re.compile(r"^(?P<metric>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(?P<name>\w+)="(?P<value>[^"]*)"')
+# Histograms read, and the label naming each series: the extender's handler time per verb; the second
+# scheduler's time to find a node for a pod (its filter plugins and the extender's filter call, as the scheduler
+# sees it) and a pod's time from entering its queue to bound (every attempt, the extender's bind call included).
+EXTENDER_HISTOGRAMS = {"esi_extender_request_duration_seconds": "route"}
+SCHEDULER_HISTOGRAMS = {
+    "scheduler_scheduling_algorithm_duration_seconds": "",
+    "scheduler_pod_scheduling_sli_duration_seconds": "",
+}
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -102,28 +111,75 @@ def _place(client: Client, pods: list[Pod], run: str) -> tuple[float, list[Pod]]
         time.sleep(0.2)
 
 
-def _extender_buckets(api_url: str) -> dict[tuple[str, float], float]:
-    """The extender's latency histogram as the API process serves it: (route, bucket bound) -> count so far."""
-    with urllib.request.urlopen(f"{api_url}/metrics", timeout=10) as response:  # noqa: S310 (our own http:// URL)
-        text = response.read().decode()
-    counts: dict[tuple[str, float], float] = {}
-    for match in _BUCKET_LINE.finditer(text):
-        key = (match["route"], float("inf") if match["le"] == "+Inf" else float(match["le"]))
+Histograms = dict[tuple[str, float], float]
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+
+
+def _api_requests(cluster: Any) -> dict[str, float]:
+    """Requests the API server has answered so far, per verb, resource and subresource ("PATCH pods/status")."""
+    counts: dict[str, float] = {}
+    for match in _REQUESTS.finditer(cluster.kubectl("get", "--raw", "/metrics")):
+        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+        if labels.get("verb") in {"WATCH", "LIST", "GET"}:
+            continue
+        resource = "/".join(part for part in (labels.get("resource"), labels.get("subresource")) if part)
+        key = f"{labels.get('verb')} {resource}"
         counts[key] = counts.get(key, 0.0) + float(match["count"])
     return counts
 
 
-def _handler_times(before: dict[tuple[str, float], float], after: dict[tuple[str, float], float]) -> str:
-    """p50 and p99 of each extender verb between two scrapes, as the histogram's bucket bounds allow (≤)."""
+def _request_table(before: dict[str, float], after: dict[str, float], pods: int) -> str:
+    """The writes the API server answered between two readings, most first, and per pod placed."""
+    made = {key: after[key] - before.get(key, 0.0) for key in after}
+    lines = [
+        f"    {key:<40} {int(count):6d}  ({count / pods:4.2f} per pod)"
+        for key, count in sorted(made.items(), key=lambda item: -item[1])
+        if count > 0
+    ]
+    total = sum(made.values())
+    lines.append(f"    {'all writes':<40} {int(total):6d}  ({total / pods:4.2f} per pod)")
+    return "\n".join(lines)
+
+
+def _scrape(url: str, histograms: dict[str, str], context: ssl.SSLContext | None = None) -> Histograms:
+    """The ``histograms`` (metric -> the label naming its series, "" for one series) served at ``url``:
+    (series, bucket bound) -> count so far, series summed over their other labels."""
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:  # noqa: S310 (our own URL)
+        text = response.read().decode()
+    counts: Histograms = {}
+    for match in _BUCKET_LINE.finditer(text):
+        if match["metric"] not in histograms:
+            continue
+        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+        series_label = histograms[match["metric"]]
+        series = labels.get(series_label, "") if series_label else match["metric"].removeprefix("scheduler_")
+        key = (series, float("inf") if labels["le"] == "+Inf" else float(labels["le"]))
+        counts[key] = counts.get(key, 0.0) + float(match["count"])
+    return counts
+
+
+def _extender_buckets(api_url: str) -> Histograms:
+    return _scrape(f"{api_url}/metrics", EXTENDER_HISTOGRAMS)
+
+
+def _scheduler_buckets(scheduler: SecondScheduler) -> Histograms:
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed; loopback only
+    return _scrape(f"https://127.0.0.1:{scheduler.port}/metrics", SCHEDULER_HISTOGRAMS, insecure)
+
+
+def _handler_times(before: Histograms, after: Histograms) -> str:
+    """p50 and p99 of each series between two scrapes, as the histogram's bucket bounds allow (<=)."""
     lines = []
-    for route in sorted({route for route, _ in after}):
-        bounds = sorted(le for r, le in after if r == route)
-        counts = [after[(route, le)] - before.get((route, le), 0.0) for le in bounds]
+    for series in sorted({series for series, _ in after}):
+        bounds = sorted(le for s, le in after if s == series)
+        counts = [after[(series, le)] - before.get((series, le), 0.0) for le in bounds]
         if not counts or counts[-1] == 0:
             continue
         quantiles = [next(le for le, c in zip(bounds, counts, strict=True) if c >= q * counts[-1]) for q in (0.5, 0.99)]
         p50, p99 = (q * 1000 for q in quantiles)
-        lines.append(f"    {route:<18} {int(counts[-1]):6d} calls  p50 <= {p50:g} ms  p99 <= {p99:g} ms")
+        lines.append(f"    {series:<40} {int(counts[-1]):6d}  p50 <= {p50:g} ms  p99 <= {p99:g} ms")
     return "\n".join(lines)
 
 
@@ -192,6 +248,37 @@ def _executors(run: str, testbed: str, scheduler: str, node_label: str, *, nodes
     ]
 
 
+@dataclass(frozen=True)
+class Placed:
+    """One run's figures: seconds until every pod ran, the pods, and what the time went into."""
+
+    seconds: float
+    running: list[Pod]
+    where: str
+
+
+def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler) -> Placed:
+    """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
+    cpu, extender, scheduling, requests = (
+        cpu_seconds(stack.cluster.directory),
+        _extender_buckets(stack.api_url),
+        _scheduler_buckets(scheduler),
+        _api_requests(stack.cluster),
+    )
+    seconds, running = _place(stack.client, pods, run)
+    where = [
+        "  CPU time per component:",
+        cpu_table(cpu, cpu_seconds(stack.cluster.directory), seconds),
+        "  writes answered by the API server (the benchmark's own: one create per pod):",
+        _request_table(requests, _api_requests(stack.cluster), len(pods)),
+        f"  {scheduler.settings.scheduler_name}'s latencies:",
+        _handler_times(scheduling, _scheduler_buckets(scheduler)),
+    ]
+    if scheduler.settings.extender_url is not None:
+        where += ["  extender handler time:", _handler_times(extender, _extender_buckets(stack.api_url))]
+    return Placed(seconds, running, "\n".join(line for line in where if line))
+
+
 def run(
     nodes: int, per_node: int, qps: float, burst: int, keep_logs: Path | None = None, *, before: bool = True
 ) -> None:
@@ -203,12 +290,15 @@ def run(
     if before:
         specs += [NodeSpec(f"before-{i}", cpu, memory, labels={BEFORE_NODE: str(i)}) for i in range(nodes)]
     with local_stack("bench-placement", specs, qps=qps, burst=burst, keep_logs=keep_logs) as stack:
-        cluster, client = stack.cluster, stack.client
-        SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst)).start()
+        cluster = stack.cluster
+        plain = SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst))
+        plain.start()
         _testbed(cluster, "tb", TESTBED_NODE, nodes=nodes, per_node=per_node)
         if before:
-            preempting = SecondSchedulerSettings(PREEMPTING, stack.extender_url, bind_verb=None, qps=qps, burst=burst)
-            SecondScheduler(cluster, preempting).start()
+            preempting = SecondScheduler(
+                cluster, SecondSchedulerSettings(PREEMPTING, stack.extender_url, bind_verb=None, qps=qps, burst=burst)
+            )
+            preempting.start()
             _testbed(cluster, "before", BEFORE_NODE, nodes=nodes, per_node=per_node)
         time.sleep(2)  # the extender's watch follows the same statuses; give it a moment, it is not what is measured
 
@@ -218,43 +308,44 @@ def run(
             for k in range(nodes)
             for e in range(per_node)
         ]
-        base_seconds, _ = _place(client, baseline, "baseline")
+        base = _measured(stack, baseline, "baseline", plain)
 
         print(f"\nesi: {executors} executors into their reserved slots (filter, then bind in place of the ghost)")
-        scraped = _extender_buckets(stack.api_url)
-        esi_seconds, running = _place(
-            client, _executors("esi", "tb", SCHEDULER_NAME, TESTBED_NODE, nodes=nodes, per_node=per_node), "esi"
+        esi = _measured(
+            stack,
+            _executors("esi", "tb", SCHEDULER_NAME, TESTBED_NODE, nodes=nodes, per_node=per_node),
+            "esi",
+            stack.scheduler,
         )
-        _check(running, [f"tb-{i}" for i in range(nodes)], per_node)
-        esi_handlers, scraped = _handler_times(scraped, after := _extender_buckets(stack.api_url)), after
+        _check(esi.running, [f"tb-{i}" for i in range(nodes)], per_node)
         figures = [
-            f"{executors} pods, scheduler client qps {qps:g} / burst {burst}, 2-core machine, KWOK nodes:",
-            f"  esi (filter + swap at binding):     {esi_seconds:6.1f}s  {executors / esi_seconds:6.1f} pods/s"
+            f"{executors} pods, scheduler client qps {qps:g} / burst {burst}, {os.cpu_count()} cores, KWOK nodes:",
+            f"  esi (filter + swap at binding):     {esi.seconds:6.1f}s  {executors / esi.seconds:6.1f} pods/s"
             "  — every executor checked in its own slot",
         ]
         if before:
             print(f"\nbefore: {executors} executors the earlier way (filter, preemption of the ghost, second cycle)")
-            before_seconds, running = _place(
-                client,
+            earlier = _measured(
+                stack,
                 _executors("before", "before", PREEMPTING, BEFORE_NODE, nodes=nodes, per_node=per_node),
                 "before",
+                preempting,
             )
-            _check(running, [f"before-{i}" for i in range(nodes)], per_node)
-            before_handlers = _handler_times(scraped, _extender_buckets(stack.api_url))
-            rate = executors / before_seconds
-            figures.append(f"  before (filter + preemption round): {before_seconds:6.1f}s  {rate:6.1f} pods/s")
+            _check(earlier.running, [f"before-{i}" for i in range(nodes)], per_node)
+            rate = executors / earlier.seconds
+            figures.append(f"  before (filter + preemption round): {earlier.seconds:6.1f}s  {rate:6.1f} pods/s")
         figures += [
-            f"  baseline (plain scheduler, pinned): {base_seconds:6.1f}s  {executors / base_seconds:6.1f} pods/s",
-            f"  ratio esi / baseline time: {esi_seconds / base_seconds:.2f}",
+            f"  baseline (plain scheduler, pinned): {base.seconds:6.1f}s  {executors / base.seconds:6.1f} pods/s",
+            f"  ratio esi / baseline time: {esi.seconds / base.seconds:.2f}",
         ]
-        figures += ["  extender handler time, esi run:", esi_handlers]
         if before:
             figures += [
-                f"  ratio before / baseline time: {before_seconds / base_seconds:.2f}",
-                f"  ratio esi / before time: {esi_seconds / before_seconds:.2f}",
-                "  extender handler time, before run:",
-                before_handlers,
+                f"  ratio before / baseline time: {earlier.seconds / base.seconds:.2f}",
+                f"  ratio esi / before time: {esi.seconds / earlier.seconds:.2f}",
             ]
+        figures += ["\nesi run:", esi.where, "\nbaseline run:", base.where]
+        if before:
+            figures += ["\nbefore run:", earlier.where]
         print("\n" + "\n".join(figures))
 
 

@@ -38,6 +38,7 @@ class Stack:
     extender_url: str
     api_url: str
     token: str
+    scheduler: SecondScheduler  # esi's second scheduler, calling the extender
 
 
 def _live(url: str) -> bool:
@@ -107,13 +108,15 @@ def local_stack(
                 raise SystemExit("the API did not come up within 60 s")
             time.sleep(0.2)
         extender_url = f"http://127.0.0.1:{extender_port}/extender"
-        SecondScheduler(cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)).start(
-            supervise=supervise
+        scheduler = SecondScheduler(
+            cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)
         )
+        scheduler.start(supervise=supervise)
         print(f"{SCHEDULER_NAME}: client qps {qps:g}, burst {burst}; percentageOfNodesToScore 100", flush=True)
         client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="esi-bench")
         try:
-            yield Stack(cluster, client, extender_url, f"http://127.0.0.1:{port}", token_file.read_text().strip())
+            token = token_file.read_text().strip()
+            yield Stack(cluster, client, extender_url, f"http://127.0.0.1:{port}", token, scheduler)
         finally:
             client.close()
     finally:
