@@ -43,11 +43,16 @@ def index(
     """``@kopf.index(group, version, plural, labels=...)``, leaving a typed ``KopfIndex`` in the function's place.
 
     The function answers ``{}`` when an object no longer belongs in the index: kopf keeps an object's
-    earlier entries when it answers None."""
-    register = kopf.index(group, version, plural, labels=labels)
+    earlier entries when it answers None. It is pure and quick, so kopf calls it in its event loop (kopf runs a
+    plain function in a thread of its pool, a hop per object per event)."""
 
     def decorator(fn: Callable[..., Mapping[K, V]]) -> KopfIndex[K, V]:
-        register(fn)
-        return KopfIndex(fn.__qualname__)  # kopf's name for a handler function
+        name = fn.__qualname__  # kopf's name for a handler function, and the keyword it passes the index under
+
+        async def in_loop(**kwargs: Any) -> Mapping[K, V]:
+            return fn(**kwargs)
+
+        kopf.index(group, version, plural, labels=labels, id=name)(in_loop)
+        return KopfIndex(name)
 
     return decorator

@@ -178,7 +178,7 @@ def runs_on_nodes(
 
 
 @kopf.on.event(GROUP, VERSION, "batchjobs")
-def _runs_changed(*, name: str, namespace: str | None, status: kopf.Status, **indexes: Any) -> None:
+async def _runs_changed(*, name: str, namespace: str | None, status: kopf.Status, **indexes: Any) -> None:
     """A job's last run, recorded or changed, may have met the jobs recorded on its nodes: they look again."""
     runs = status.get("runs") or []
     if not runs:
@@ -192,14 +192,14 @@ def _runs_changed(*, name: str, namespace: str | None, status: kopf.Status, **in
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.BATCHJOB.value})
-def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+async def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
     hold = read_hold(body)
     if hold is not None:
         _wakeups.wake([(namespace or "", hold.held)])
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
-def _scheduling_changed(*, namespace: str | None, status: kopf.Status, spec: kopf.Spec, **_: Any) -> None:
+async def _scheduling_changed(*, namespace: str | None, status: kopf.Status, spec: kopf.Spec, **_: Any) -> None:
     names = {job.get("name") for job in status.get("jobs", [])} | {
         ref.get("name") for ref in spec.get("queueBased") or []
     }
@@ -209,17 +209,17 @@ def _scheduling_changed(*, namespace: str | None, status: kopf.Status, spec: kop
 
 @kopf.on.event(SPARK.group, SPARK.version, SPARK.plural)
 @kopf.on.event(FLINK.group, FLINK.version, FLINK.plural)
-def _application_changed(*, name: str, namespace: str | None, **_: Any) -> None:
+async def _application_changed(*, name: str, namespace: str | None, **_: Any) -> None:
     _wakeups.wake([(namespace or "", name)])
 
 
 @kopf.on.event("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
-def _spark_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+async def _spark_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     _wakeups.wake([(namespace or "", labels[SPARK.pod_label])])
 
 
 @kopf.on.event("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
-def _flink_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+async def _flink_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     _wakeups.wake([(namespace or "", labels[FLINK.pod_label])])
 
 

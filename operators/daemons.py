@@ -23,10 +23,12 @@ from kube.indexes import index
 from kube.writes import StaleView
 
 __all__ = [
+    "CHANGE_HANDLED_KINDS",
     "DAEMON_EXIT_SECONDS",
     "DEBOUNCE_SECONDS",
     "FINALIZER",
     "RESYNC_SECONDS",
+    "ChangeHandledDiffBase",
     "HoldKey",
     "Wakeups",
     "first",
@@ -45,11 +47,25 @@ FIELD_MANAGER = "esi-operators"
 V = TypeVar("V")
 
 
+CHANGE_HANDLED_KINDS = frozenset({"Scheduling"})  # the kinds with a kopf change handler (on.delete: release)
+
+
+class ChangeHandledDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base (an object's essence, compared with the one stored at its last handled change), built
+    only for the kinds with change handlers. kopf builds one for every event of every kind it watches — a deep
+    copy of every pod at every change —, and only change handlers read it; every other object's is empty."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        if body.get("kind") not in CHANGE_HANDLED_KINDS:
+            return kopf.BodyEssence()
+        return super().build(body=body, extra_fields=extra_fields)
+
+
 @kopf.on.startup()
 async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # Events are esi's own decisions, not kopf's handler chatter
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = ChangeHandledDiffBase(prefix=GROUP)
     settings.persistence.finalizer = FINALIZER
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
 

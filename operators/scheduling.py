@@ -100,22 +100,22 @@ def _wake_namespace(namespace: str | None) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "testbeds")
-def _testbed_changed(*, namespace: str | None, **_: Any) -> None:
+async def _testbed_changed(*, namespace: str | None, **_: Any) -> None:
     _wake_namespace(namespace)
 
 
 @kopf.on.event(GROUP, VERSION, "batchjobs")
-def _batchjob_changed(*, namespace: str | None, **_: Any) -> None:
+async def _batchjob_changed(*, namespace: str | None, **_: Any) -> None:
     _wake_namespace(namespace)
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: kopf.PRESENT})
-def _hold_changed(*, namespace: str | None, **_: Any) -> None:
+async def _hold_changed(*, namespace: str | None, **_: Any) -> None:
     _wake_namespace(namespace)
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
-def _scheduling_changed(*, namespace: str | None, **_: Any) -> None:
+async def _scheduling_changed(*, namespace: str | None, **_: Any) -> None:
     _wake_namespace(namespace)  # also the others: one that lets go may unblock another
 
 

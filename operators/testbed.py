@@ -93,25 +93,25 @@ def reservations(
 
 
 @kopf.on.event("", "v1", "nodes")
-def _node_changed(**_: Any) -> None:
+async def _node_changed(**_: Any) -> None:
     _wakeups.wake()
 
 
 @kopf.on.event("", "v1", "pods")
-def _pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+async def _pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
     # A Testbed's own pod concerns that Testbed; any other pod may change what a node has left for slots.
     _wakeups.wake([(namespace or "", labels[TESTBED_LABEL])] if TESTBED_LABEL in labels else None)
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.TESTBED.value})
-def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+async def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
     hold = read_hold(body)
     if hold is not None:
         _wakeups.wake([(namespace or "", hold.held)])
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
-def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
+async def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
     _wakeups.wake([(namespace or "", testbed_name(spec))])
 
 
