@@ -25,22 +25,22 @@ __all__ = ["AskedView", "Auth", "Cache", "Caller", "Kube", "Namespace", "bearer"
 bearer = HTTPBearer(auto_error=False, description="A Kubernetes token (in a cluster) or the local stack's token.")
 
 
-def _cache(request: Request) -> ResourceCache:
+async def _cache(request: Request) -> ResourceCache:
     cache: ResourceCache = request.app.state.cache
     return cache
 
 
-def _kube(request: Request) -> AsyncClient:
+async def _kube(request: Request) -> AsyncClient:
     kube: AsyncClient = request.app.state.kube
     return kube
 
 
-def _authenticator(request: Request) -> Authenticator:
+async def _authenticator(request: Request) -> Authenticator:
     authenticator: Authenticator = request.app.state.authenticator
     return authenticator
 
 
-def _namespace(
+async def _namespace(
     request: Request,
     namespace: Annotated[
         str | None,
@@ -54,7 +54,7 @@ def _namespace(
     return namespace or str(request.app.state.namespace)
 
 
-def _view(
+async def _view(
     view: Annotated[
         View,
         Query(

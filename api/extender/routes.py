@@ -37,7 +37,7 @@ router = APIRouter(prefix="/extender", tags=["extender"])
 Request_ = TypeVar("Request_", bound=BaseModel)
 
 
-def slot_index(request: Request) -> SlotIndex:
+async def slot_index(request: Request) -> SlotIndex:
     index: SlotIndex = request.app.state.slot_index
     return index
 
