@@ -1,34 +1,40 @@
 """Scheduling latency: from a Scheduling's creation until all executors of its job run in their slots.
 
-``python -m bench.jobs [--jobs 30] [--executors 4] [--nodes 4] [--slots-per-node 2]``. A fresh local stack
+``python -m bench.jobs [--jobs 30] [--executors 4] [--nodes 4] [--slots-per-node 2] [--no-before]``. A fresh local stack
 (``bench.stack``: reconcilers, simulated Spark operator, API with the extender, second scheduler) with a
 Testbed of ``--nodes`` full nodes. One job at a time: create a Scheduling for ``--executors`` executors of a
 Spark BatchJob and time until every executor pod runs (checked: each in a slot reserved for the job, on that
 slot's node); then delete the Scheduling and wait for the Testbed to be Ready again. That is the whole path:
 hold, reservation, application, simulated operator, filter, binding in place of the slots' ghosts.
 
-Baseline, same run: after each esi trial, the same number of pods of the same size pinned (node selector)
-to the same nodes' twins — empty nodes outside the Testbed — and placed by the cluster's own kube-scheduler.
-Prints p50/p99 of both and their ratio. Figures only; nothing is asserted.
+Before, same run (unless ``--no-before``): every trial also once the earlier way — the second scheduler
+restarted to count resources and preempt the slot's ghost through the extender, a second cycle per executor —,
+alternating with the swap trial by trial. Baseline, same run: after each esi trial, the same number of pods of
+the same size pinned (node selector) to the same nodes' twins — empty nodes outside the Testbed — and placed by
+the cluster's own kube-scheduler. Prints p50/p99 of each and their ratios. Figures only; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from bench.stack import local_stack
+from bench.stack import Stack, local_stack
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
+from infra.second_scheduler import SecondScheduler
 
 TESTBED_NODE = "esi.bench/testbed-node"
 TWIN_NODE = "esi.bench/twin-of"
@@ -55,12 +61,32 @@ def _wait(what: str, probe: Callable[[], Any], timeout: float = 300, interval: f
     return value
 
 
-def _running(client: Client, labels: dict[str, str], count: int) -> list[Pod] | None:
-    pods = [
+@dataclass
+class Stages:
+    """When (seconds after the start) a trial's pods were first seen all created, all bound, all running."""
+
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def record(self, stage: str, seconds: float) -> None:
+        self.seen.setdefault(stage, seconds)
+
+
+STAGES = ("created", "bound", "running")
+
+
+def _running(
+    client: Client, labels: dict[str, str], count: int, stages: Stages | None = None, started: float = 0.0
+) -> list[Pod] | None:
+    listed = [
         p
         for p in client.list(Pod, namespace=NAMESPACE, labels=labels)  # type: ignore[arg-type]
-        if p.status is not None and p.status.phase == "Running" and p.metadata and not p.metadata.deletionTimestamp
+        if p.metadata and not p.metadata.deletionTimestamp
     ]
+    pods = [p for p in listed if p.status is not None and p.status.phase == "Running"]
+    if stages is not None and len(listed) >= count:
+        stages.record("created", time.monotonic() - started)
+        if sum(1 for p in listed if p.spec is not None and p.spec.nodeName) >= count:
+            stages.record("bound", time.monotonic() - started)
     return pods if len(pods) >= count else None
 
 
@@ -81,7 +107,7 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
-def _baseline(client: Client, nodes: list[str], trial: int) -> float:
+def _baseline(client: Client, nodes: list[str], trial: str) -> float:
     """Seconds until plain pods, pinned to the twins of ``nodes``, run under the default scheduler."""
     label = f"baseline-{trial}"
     size = {"cpu": "1", "memory": "1Gi"}
@@ -103,7 +129,74 @@ def _baseline(client: Client, nodes: list[str], trial: int) -> float:
     return seconds
 
 
-def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | None) -> None:
+def _trial(stack: Stack, job: str, executors: int, slot_nodes: dict[int, str]) -> tuple[float, list[str], Stages]:
+    """One job's Scheduling until all its executors run in their slots: seconds, the nodes they ran on, and
+    when its executors were all created and all bound on the way (hold, reservation, application, simulated
+    operator and driver before the first; filter and binding before the second)."""
+    cluster, client = stack.cluster, stack.client
+    _create(cluster, {"apiVersion": API_VERSION, "kind": "BatchJob", "metadata": {"name": job},
+                      "spec": {"sparkSpec": SPARK}})  # fmt: skip
+    scheduling = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
+    started = time.monotonic()
+    _create(cluster, {"apiVersion": API_VERSION, "kind": "Scheduling", "metadata": {"name": job},
+                      "spec": scheduling})  # fmt: skip
+    selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+    stages = Stages()
+
+    def probe() -> list[Pod] | None:
+        found = _running(client, selector, executors, stages, started)
+        return found
+
+    pods: list[Pod] = _wait(f"the executors of {job} to run", probe)
+    seconds = time.monotonic() - started
+    stages.record("running", seconds)
+    placed = []
+    for pod in pods:
+        assert pod.metadata is not None
+        assert pod.metadata.labels is not None
+        assert pod.spec is not None
+        slot, node = int(pod.metadata.labels[SLOT_LABEL]), str(pod.spec.nodeName)
+        if node != slot_nodes[slot]:
+            raise SystemExit(f"{pod.metadata.name} in slot {slot} ran on {node}, not {slot_nodes[slot]}")
+        placed.append(node)
+    return seconds, placed, stages
+
+
+def _scheduler(cluster: LocalCluster, running: SecondScheduler, *, swap: bool) -> SecondScheduler:
+    """esi's second scheduler (``running``) restarted the way asked: swap at binding, or the earlier path."""
+    running.stop()
+    settings = dataclasses.replace(running.settings, bind_verb="bind" if swap else None)
+    scheduler = SecondScheduler(cluster, settings)
+    scheduler.start()
+    return scheduler
+
+
+def _summary(name: str, seconds: list[float], base_seconds: list[float]) -> str:
+    p50, p99 = _percentiles(seconds)
+    base_p50, base_p99 = _percentiles(base_seconds)
+    return (
+        f"  {name:<46} p50 {p50:.2f}s  p99 {p99:.2f}s   baseline p50 {base_p50:.2f}s  p99 {base_p99:.2f}s"
+        f"   ratio p50 x{p50 / base_p50:.1f}  p99 x{p99 / base_p99:.1f}"
+    )
+
+
+def _gone(client: Client, job: str) -> bool:
+    """No executor pod of ``job`` is left."""
+    labels: dict[str, Any] = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+    return not list(client.list(Pod, namespace=NAMESPACE, labels=labels))
+
+
+def _stages(trials: list[Stages]) -> str:
+    """p50 of when each stage was reached, over the trials."""
+    parts = []
+    for stage in STAGES:
+        times = [t.seen[stage] for t in trials if stage in t.seen]
+        if times:
+            parts.append(f"{stage} {statistics.median(times):.2f}s")
+    return "    executors all ... (p50, seconds after the Scheduling's creation): " + ", ".join(parts)
+
+
+def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | None, *, before: bool) -> None:
     size = {"cpu": "1", "memory": "1Gi"}
     cpu, memory = str(per_node), f"{per_node}Gi"
     specs = [NodeSpec(f"tb-{i}", cpu, memory, labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
@@ -116,49 +209,43 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
         _create(cluster, {"apiVersion": API_VERSION, "kind": "Testbed", "metadata": {"name": "tb"}, "spec": testbed})
         _wait("the Testbed to be Ready", lambda: _testbed_status(cluster).get("state") == "Ready", timeout=300)
         slot_nodes = {s["id"]: s["nodeName"] for s in _testbed_status(cluster)["slots"]}
-        esi_seconds: list[float] = []
-        base_seconds: list[float] = []
+        # Trial by trial, alternating swap and earlier path when both run, so that a machine busy for a while
+        # weighs on both alike; the scheduler is restarted between them (not timed).
+        paths = [True, False] if before else [True]
+        seconds: dict[bool, list[float]] = {swap: [] for swap in paths}
+        base_seconds: dict[bool, list[float]] = {swap: [] for swap in paths}
+        stages: dict[bool, list[Stages]] = {swap: [] for swap in paths}
+        scheduler = stack.scheduler
         for trial in range(jobs):
-            job = f"job-{trial}"
-            _create(cluster, {"apiVersion": API_VERSION, "kind": "BatchJob", "metadata": {"name": job},
-                              "spec": {"sparkSpec": SPARK}})  # fmt: skip
-            scheduling = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
-            started = time.monotonic()
-            _create(cluster, {"apiVersion": API_VERSION, "kind": "Scheduling", "metadata": {"name": job},
-                              "spec": scheduling})  # fmt: skip
-            selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
-            pods: list[Pod] = _wait(
-                f"the executors of {job} to run",
-                lambda: _running(client, selector, executors),  # noqa: B023
-            )
-            esi_seconds.append(time.monotonic() - started)
-            placed = []
-            for pod in pods:
-                assert pod.metadata is not None
-                assert pod.metadata.labels is not None
-                assert pod.spec is not None
-                slot, node = int(pod.metadata.labels[SLOT_LABEL]), str(pod.spec.nodeName)
-                if node != slot_nodes[slot]:
-                    raise SystemExit(f"{pod.metadata.name} in slot {slot} ran on {node}, not {slot_nodes[slot]}")
-                placed.append(node)
-            base_seconds.append(_baseline(client, placed, trial))
-            print(f"  {job}: esi {esi_seconds[-1]:5.2f}s   baseline {base_seconds[-1]:5.2f}s", flush=True)
-            cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
-            _wait(
-                "the Testbed to be Ready again",
-                lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,
-            )
-        esi_p50, esi_p99 = _percentiles(esi_seconds)
-        base_p50, base_p99 = _percentiles(base_seconds)
+            for swap in paths:
+                if before:
+                    scheduler = _scheduler(cluster, scheduler, swap=swap)
+                job = f"job-{trial}{'' if swap else '-before'}"
+                esi, placed, seen = _trial(stack, job, executors, slot_nodes)
+                seconds[swap].append(esi)
+                stages[swap].append(seen)
+                base_seconds[swap].append(_baseline(client, placed, f"{trial}-{int(swap)}"))
+                path = "swap" if swap else "before"
+                print(f"  {job}: esi ({path}) {esi:5.2f}s   baseline {base_seconds[swap][-1]:5.2f}s", flush=True)
+                cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
+                # Its executors hold their slots until they are gone (the next job's would be refused until then).
+                _wait(f"the executors of {job} to be gone", lambda: _gone(client, job))  # noqa: B023
+                _wait(
+                    "the Testbed to be Ready again",
+                    lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,
+                )
         print(
             f"\n{jobs} jobs x {executors} executors, Testbed {nodes} nodes x {per_node} slots (full nodes), "
-            f"2-core machine, KWOK nodes:\n"
-            f"  esi, Scheduling created -> all executors running in their slots: "
-            f"p50 {esi_p50:.2f}s  p99 {esi_p99:.2f}s\n"
-            f"  baseline, pinned pods by the default kube-scheduler:             "
-            f"p50 {base_p50:.2f}s  p99 {base_p99:.2f}s\n"
-            f"  ratio esi / baseline: p50 x{esi_p50 / base_p50:.1f}  p99 x{esi_p99 / base_p99:.1f}"
+            f"{os.cpu_count()} cores, KWOK nodes; Scheduling created -> all executors running in their slots, "
+            "against pinned pods by the default kube-scheduler right after each:"
         )
+        print(_summary("esi, swap at binding (filter + bind):", seconds[True], base_seconds[True]))
+        print(_stages(stages[True]))
+        if before:
+            print(_summary("esi, earlier path (filter + preemption round):", seconds[False], base_seconds[False]))
+            print(_stages(stages[False]))
+            (swap50, swap99), (before50, before99) = _percentiles(seconds[True]), _percentiles(seconds[False])
+            print(f"  ratio swap / earlier path: p50 x{swap50 / before50:.2f}  p99 x{swap99 / before99:.2f}")
 
 
 def main() -> None:
@@ -170,10 +257,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4, help="Testbed nodes (default: %(default)s)")
     parser.add_argument("--slots-per-node", type=int, default=2, help="(default: %(default)s)")
     parser.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the components' logs here at the end")
+    parser.add_argument(
+        "--no-before", dest="before", action="store_false", help="leave out the earlier path (preemption round)"
+    )
     args = parser.parse_args()
     if args.executors > args.nodes * args.slots_per_node:
         parser.error("--executors cannot exceed the Testbed's slots (--nodes x --slots-per-node)")
-    run(args.jobs, args.executors, args.nodes, args.slots_per_node, args.keep_logs)
+    run(args.jobs, args.executors, args.nodes, args.slots_per_node, args.keep_logs, before=args.before)
 
 
 if __name__ == "__main__":
