@@ -309,6 +309,7 @@ def run(
             for e in range(per_node)
         ]
         base = _measured(stack, baseline, "baseline", plain)
+        print(base.where, flush=True)
 
         print(f"\nesi: {executors} executors into their reserved slots (filter, then bind in place of the ghost)")
         esi = _measured(
@@ -318,6 +319,7 @@ def run(
             stack.scheduler,
         )
         _check(esi.running, [f"tb-{i}" for i in range(nodes)], per_node)
+        print(esi.where, flush=True)
         figures = [
             f"{executors} pods, scheduler client qps {qps:g} / burst {burst}, {os.cpu_count()} cores, KWOK nodes:",
             f"  esi (filter + swap at binding):     {esi.seconds:6.1f}s  {executors / esi.seconds:6.1f} pods/s"
@@ -332,6 +334,7 @@ def run(
                 preempting,
             )
             _check(earlier.running, [f"before-{i}" for i in range(nodes)], per_node)
+            print(earlier.where, flush=True)
             rate = executors / earlier.seconds
             figures.append(f"  before (filter + preemption round): {earlier.seconds:6.1f}s  {rate:6.1f} pods/s")
         figures += [
@@ -343,9 +346,6 @@ def run(
                 f"  ratio before / baseline time: {earlier.seconds / base.seconds:.2f}",
                 f"  ratio esi / before time: {esi.seconds / earlier.seconds:.2f}",
             ]
-        figures += ["\nesi run:", esi.where, "\nbaseline run:", base.where]
-        if before:
-            figures += ["\nbefore run:", earlier.where]
         print("\n" + "\n".join(figures))
 
 
