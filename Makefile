@@ -76,3 +76,4 @@ bench: tools venv ## run the benchmarks; they print figures (nothing is asserted
 	$(BIN)/python -m bench.ghosts
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.jobs
+	$(BIN)/python -m bench.api
