@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from esi.decisions.scheduling_lifecycle import (
     Claim,
     JobView,
+    Release,
     SchedulingObservation,
     decide_scheduling,
     needs,
@@ -219,15 +220,19 @@ async def _reconcile(
         generation=body["metadata"].get("generation"),
         now=utc_now(),
     )
+    # Holds are taken before the status says they are held; the status is on record before anything is let go
+    # of: letting go changes what the next decision sees (another Scheduling takes what was released, the cycle
+    # of waits is gone), so a status write that met a newer version afterwards would lose why it let go.
     for action in decision.actions:
         if isinstance(action, Claim):
             await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
-        else:  # what it lets go of: their holds go, so they are Ready for others
+    await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
+    for action in decision.actions:
+        if isinstance(action, Release):  # their holds go, so they are Ready for others
             let_go = [(HoldKind.BATCHJOB, job) for job in action.jobs]
             let_go += [(HoldKind.TESTBED, action.testbed)] if action.testbed is not None else []
             for kind, held in let_go:
                 await ignore(Refusal.NOT_FOUND, client.delete(Lease, hold_name(kind, held), namespace=namespace))
-    await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
     post_events(body, decision.events)
     return decision.decide_again_in
 
