@@ -142,12 +142,9 @@ def _trial(stack: Stack, job: str, executors: int, slot_nodes: dict[int, str]) -
                       "spec": scheduling})  # fmt: skip
     selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
     stages = Stages()
-
-    def probe() -> list[Pod] | None:
-        found = _running(client, selector, executors, stages, started)
-        return found
-
-    pods: list[Pod] = _wait(f"the executors of {job} to run", probe)
+    pods: list[Pod] = _wait(
+        f"the executors of {job} to run", lambda: _running(client, selector, executors, stages, started)
+    )
     seconds = time.monotonic() - started
     stages.record("running", seconds)
     placed = []

@@ -33,7 +33,7 @@ from typing import Any, cast
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from bench.process_cpu import cpu_seconds, cpu_table
+from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
 from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,

@@ -41,6 +41,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event, Pod
 
 from bench.jobs import DRIVER_NODE, SPARK, TESTBED_NODE
+from bench.processes import rss_mib
 from bench.stack import Stack, local_stack
 from esi.objects.applications import SPARK as SPARK_KIND
 from esi.resources.meta import API_VERSION
@@ -58,21 +59,6 @@ SparkApplicationResource = create_namespaced_resource(
 
 def _manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
-
-
-def rss_mib(directory: Path) -> dict[str, float]:
-    """Component name (its pid file's name) -> resident memory in MiB, for every live one under ``directory``."""
-    found: dict[str, float] = {}
-    for pid_file in sorted(directory.rglob("*.pid")):
-        try:
-            pid = int(pid_file.read_text().strip())
-            status = Path(f"/proc/{pid}/status").read_text()
-        except (OSError, ValueError):
-            continue
-        kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
-        if kib is not None:
-            found[pid_file.stem] = found.get(pid_file.stem, 0.0) + kib / 1024
-    return found
 
 
 @dataclass(frozen=True)
