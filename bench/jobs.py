@@ -31,7 +31,7 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from bench.stack import Stack, local_stack
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler
@@ -152,7 +152,7 @@ def _trial(stack: Stack, job: str, executors: int, slot_nodes: dict[int, str]) -
         assert pod.metadata is not None
         assert pod.metadata.labels is not None
         assert pod.spec is not None
-        slot, node = int(pod.metadata.labels[SLOT_LABEL]), str(pod.spec.nodeName)
+        slot, node = int((pod.metadata.annotations or {})[SLOT_ANNOTATION]), str(pod.spec.nodeName)
         if node != slot_nodes[slot]:
             raise SystemExit(f"{pod.metadata.name} in slot {slot} ran on {node}, not {slot_nodes[slot]}")
         placed.append(node)

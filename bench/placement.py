@@ -41,7 +41,7 @@ from esi.objects.names import (
     ROLE_EXECUTOR,
     ROLE_LABEL,
     SCHEDULER_NAME,
-    SLOT_LABEL,
+    SLOT_ANNOTATION,
     TESTBED_LABEL,
 )
 from esi.resources.meta import API_VERSION
@@ -191,7 +191,7 @@ def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
         assert executor.metadata.labels is not None
         assert executor.spec is not None
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
-        given = int(executor.metadata.labels[SLOT_LABEL])
+        given = int((executor.metadata.annotations or {})[SLOT_ANNOTATION])
         mine = {k + len(nodes) * p for p in range(per_node)}
         if executor.spec.nodeName != nodes[k] or given not in mine or given in seen:
             raise SystemExit(f"misplaced: {executor.metadata.name} on {executor.spec.nodeName}, slot {given}")

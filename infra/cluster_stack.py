@@ -358,8 +358,8 @@ OPERATORS: Final = Permissions(
 )
 
 # python -m api: watch caches of the three kinds and esi's pods, the external API's writes, the extender's
-# slot label on executor pods, its binding of the second scheduler's pods in place of a slot's ghost, and
-# Kubernetes authentication of callers (no --token-file in a cluster).
+# slot annotation on executor pods (before a preemption), its binding of the second scheduler's pods in place
+# of a slot's ghost, and Kubernetes authentication of callers (no --token-file in a cluster).
 API: Final = Permissions(
     "api",
     cluster_rules=(

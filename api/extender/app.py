@@ -36,8 +36,8 @@ def create_extender_app(
 
     With ``kube_config``, the app binds pods in that cluster and its lifespan keeps ``index`` in step with the
     cluster's Testbeds and pods (``api.extender.feed``; not with ``feed=False``: the index then holds what the
-    caller puts in, as without ``kube_config``). ``testbed_stream``: the process's Testbed stream, which the
-    process runs, to be told Testbeds by instead of following them itself.
+    caller puts in, ``SlotIndex.pods_read`` included, as without ``kube_config``). ``testbed_stream``: the
+    process's Testbed stream, which the process runs, to be told Testbeds by instead of following them itself.
     """
     slot_index = index or SlotIndex()
     lifespan = None
@@ -49,7 +49,6 @@ def create_extender_app(
         lifespan=lifespan,
     )
     app.state.slot_index = slot_index
-    app.state.recordings = routes.Recordings()
     app.include_router(routes.router)
     measure(app, EXTENDER_LATENCY)
     health.install(app, lambda: [])

@@ -3,9 +3,15 @@
 The second scheduler does not count resources (its profile leaves ``NodeResourcesFit`` out), so an executor is
 never held back by its own slot's ghost and no preemption round is needed: the scheduler hands the binding to
 the extender, which evicts exactly the slot's ghost (the UID a precondition: a ghost made since is not
-touched) with no grace period, and then binds the executor. The ghost's deletion reaches the node's kubelet
+touched; a ghost the extender has not seen is evicted by its name) with no grace period, and then binds the
+executor. The ghost's deletion reaches the node's kubelet
 before the executor does (a kubelet sees its pods in the API server's order), so the kubelet admits the
 executor into the room the ghost held.
+
+The Binding carries the slot as an annotation, which the API server copies onto the pod in the binding's own
+write: the executor is never on its node without its slot recorded. Between the eviction and the binding the
+Testbed puts no ghost back, because the executor's job has an executor the scheduler has yet to place
+(``esi.decisions.testbed_lifecycle``).
 
 Evicting, not deleting, because an eviction carries delete options with a UID precondition and lightkube's
 delete does not.
@@ -25,6 +31,7 @@ from lightkube.resources.core_v1 import PodBinding, PodEviction
 
 from api.extender.slot_index import SlotIndex, key_of
 from api.extender.wire import ExtenderBindingArgs, ExtenderBindingResult
+from esi.objects.names import SLOT_ANNOTATION
 from kube.errors import Refusal, refusal
 
 __all__ = ["SlotBinder"]
@@ -48,16 +55,22 @@ class SlotBinder:
                 evicted = await self._evict_ghost(args.pod_namespace, plan.slot, *plan.ghost)
                 if evicted is not None:
                     return ExtenderBindingResult(error=evicted)
-            await self._bind(args)
+            await self._bind(args, plan.slot)
         except ApiError as err:
             return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err.status.message}")
         except httpx2.HTTPError as err:  # lightkube speaks httpx2
             return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err}")
         return ExtenderBindingResult()
 
-    async def _bind(self, args: ExtenderBindingArgs) -> None:
+    async def _bind(self, args: ExtenderBindingArgs, slot: int | None) -> None:
+        """Bind the pod to its node, recording ``slot`` (if given) on it in the same write."""
         binding = PodBinding(
-            metadata=ObjectMeta(name=args.pod_name, namespace=args.pod_namespace, uid=args.pod_uid or None),
+            metadata=ObjectMeta(
+                name=args.pod_name,
+                namespace=args.pod_namespace,
+                uid=args.pod_uid or None,
+                annotations=None if slot is None else {SLOT_ANNOTATION: str(slot)},
+            ),
             target=ObjectReference(kind="Node", name=args.node),
         )
         await self._post(binding, args.pod_name, args.pod_namespace)
@@ -68,12 +81,12 @@ class SlotBinder:
         with contextlib.suppress(msgspec.ValidationError):
             await self._client.create(subresource, pod, namespace=namespace)
 
-    async def _evict_ghost(self, namespace: str, slot: int | None, name: str, uid: str) -> str | None:
-        """Evict ghost ``name`` (``uid``) of ``slot``; why not, if the binding must wait (a ghost already gone is
-        no reason)."""
+    async def _evict_ghost(self, namespace: str, slot: int | None, name: str, uid: str | None) -> str | None:
+        """Evict ghost ``name`` (only if it is ``uid``, when known) of ``slot``; why not, if the binding must wait
+        (a ghost already gone is no reason)."""
         eviction = PodEviction(
             metadata=ObjectMeta(name=name, namespace=namespace),
-            deleteOptions=DeleteOptions(gracePeriodSeconds=0, preconditions=Preconditions(uid=uid)),
+            deleteOptions=DeleteOptions(gracePeriodSeconds=0, preconditions=Preconditions(uid=uid) if uid else None),
         )
         try:
             await self._post(eviction, name, namespace)
@@ -83,5 +96,6 @@ class SlotBinder:
             if refusal(err) is Refusal.CONFLICT:
                 return f"the ghost {namespace}/{name} of slot {slot} was replaced; trying again"
             raise
-        log.info("evicted ghost %s/%s (slot %s) for the executor bound there", namespace, name, slot)
+        seen = "" if uid else ", by its name: not seen here yet"
+        log.info("evicted ghost %s/%s (slot %s%s) for the executor bound there", namespace, name, slot, seen)
         return None

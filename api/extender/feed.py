@@ -9,8 +9,9 @@ Two streams, each a LIST followed by a WATCH from the list's resourceVersion, cl
   ``kube.watch.Stream``: the feed's own, or in ``python -m api`` the process's one, which also feeds the
   API's cache;
 * pods labelled with a Testbed (``esi.tu-berlin.de/testbed``) and a role: ghost pods give each slot the UID
-  of the pod to evict; executor pods release the slot they were given when deleted, or when finished once
-  their kubelet has let go of them (``room_held_until``).
+  of the pod to evict; executor pods bring back the slot recorded on them (after a restart), are known as
+  waiting for a slot while unbound, and release their slot when deleted, or when finished once their kubelet
+  has let go of them (``room_held_until``).
 
 Three layers, so that everything but the network is tested without a cluster:
 
@@ -44,7 +45,16 @@ from pydantic import ValidationError
 
 from api.extender.slot_index import GhostPod, SlotIndex, indexed_slots
 from esi.decisions.testbed_lifecycle import FINISHED_PHASES, room_held_until
-from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, is_executor, slot_of
+from esi.objects.names import (
+    JOB_LABEL,
+    ROLE_EXECUTOR,
+    ROLE_GHOST,
+    ROLE_LABEL,
+    SLOT_ANNOTATION,
+    TESTBED_LABEL,
+    is_executor,
+    slot_of,
+)
 from esi.objects.pod_status import last_container_end
 from esi.resources.testbed import Slot, TestbedStatus
 from kube.errors import Refusal, refusal
@@ -133,6 +143,7 @@ class IndexView:
         """
         ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}
         running: set[str] = set()
+        pods = list(pods)
         for pod in pods:
             facts = _pod_facts(pod)
             if facts is None:
@@ -145,18 +156,21 @@ class IndexView:
             self._restore(pod, key, uid, _room_held_until(pod, phase))
         for uid in set(bound_before) - running:
             self._index.forget_pod(uid)
+        self._index.pods_read(pod.metadata.uid for pod in pods if pod.metadata and pod.metadata.uid and _waiting(pod))
         changed = [key for key in self._ghosts.keys() | ghosts.keys() if self._ghosts.get(key) != ghosts.get(key)]
         self._ghosts = ghosts
         for key in changed:
             self._publish(key)
 
     def _restore(self, pod: Pod, key: TestbedKey, uid: str, released_at: datetime | None) -> None:
-        """An executor's recorded slot (its label) is its binding, also for an extender that restarted, until
-        ``released_at`` if it is finished."""
-        slot = slot_of(_labels(pod))
+        """An executor's recorded slot (its annotation) is its binding, also for an extender that restarted, until
+        ``released_at`` if it is finished; an executor without one that is not bound yet waits for a slot."""
+        slot = slot_of(_annotations(pod))
         if slot is None:
             if released_at is not None:
                 self._index.release_at(uid, released_at)
+            elif _waiting(pod):
+                self._index.executor_waiting(uid, key[0], key[1], _labels(pod).get(JOB_LABEL, ""), _name(pod))
             return
         if not self._index.restore(uid, key[0], key[1], slot, released_at):
             log.warning(
@@ -189,6 +203,22 @@ def _labels(pod: Pod) -> dict[str, str]:
     return (pod.metadata.labels or {}) if pod.metadata else {}
 
 
+def _name(pod: Pod) -> str:
+    return (pod.metadata.name or "") if pod.metadata else ""
+
+
+def _waiting(pod: Pod) -> bool:
+    """An executor pod waiting for the scheduler: not bound, no slot recorded, not going away, not finished."""
+    unbound = pod.spec is None or not pod.spec.nodeName
+    going = pod.metadata is None or pod.metadata.deletionTimestamp is not None
+    finished = pod.status is not None and pod.status.phase in FINISHED_PHASES
+    return unbound and not going and not finished and slot_of(_annotations(pod)) is None
+
+
+def _annotations(pod: Pod) -> dict[str, str]:
+    return (pod.metadata.annotations or {}) if pod.metadata else {}
+
+
 def _room_held_until(pod: Pod, phase: str | None) -> datetime | None:
     """When a finished executor lets go of its slot (``room_held_until``); None while it holds it."""
     if phase not in FINISHED_PHASES:
@@ -199,7 +229,7 @@ def _room_held_until(pod: Pod, phase: str | None) -> datetime | None:
 
 
 def _ghost(pod: Pod, uid: str) -> GhostPod:
-    return GhostPod(uid, slot_of(_labels(pod)), pod.spec.nodeName if pod.spec else None)
+    return GhostPod(uid, slot_of(_annotations(pod)), pod.spec.nodeName if pod.spec else None)
 
 
 def _pod_facts(pod: Pod) -> tuple[TestbedKey, str, str, bool, str | None] | None:
@@ -271,12 +301,13 @@ class IndexFeed:
         return self._client
 
     async def record_binding(self, namespace: str, pod: str, slot: int) -> None:
-        """Label an executor pod with the slot the extender gave it (once per pod, before its slot's ghost goes)."""
+        """Record on an executor pod the slot the extender gave it, before a preemption evicts the slot's ghost
+        (the bind verb records it on the Binding instead)."""
         try:
             await self._client.patch(
                 Pod,
                 pod,
-                {"metadata": {"labels": {SLOT_LABEL: str(slot)}}},
+                {"metadata": {"annotations": {SLOT_ANNOTATION: str(slot)}}},
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )

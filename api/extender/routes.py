@@ -6,7 +6,6 @@ parse is the caller's error: HTTP 400 naming each offending field, never a 500.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
@@ -16,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from api.extender.binder import SlotBinder
-from api.extender.slot_index import SlotIndex, key_of, pod_key
+from api.extender.slot_index import SlotIndex, pod_key
 from api.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -27,7 +26,7 @@ from api.extender.wire import (
 from esi.objects.names import is_executor
 from esi.wire.rest import ApiError, field_problems
 
-__all__ = ["BindingRecorder", "Recordings", "router", "slot_index"]
+__all__ = ["BindingRecorder", "router", "slot_index"]
 
 # Records (namespace, pod name, slot id) on the pod; set on app.state by whoever holds a Kubernetes client.
 BindingRecorder = Callable[[str, str, int], Coroutine[Any, Any, None]]
@@ -56,41 +55,13 @@ async def _parse(request: Request, model: type[Request_]) -> Request_:
         raise HTTPException(status_code=400, detail=ApiError(message=message, errors=problems).model_dump()) from err
 
 
-class Recordings:
-    """Slot labels being written onto pods. ``filter`` starts the write and answers at once — it runs in the
-    scheduler's one-pod-at-a-time scheduling cycle —, ``bind`` and ``preempt`` wait for it: the label must be
-    on the pod before the slot's ghost goes, or the Testbed would put the ghost back."""
-
-    def __init__(self) -> None:
-        self._writing: dict[str, asyncio.Task[None]] = {}
-
-    def start(self, uid: str, write: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(write, name=f"record-slot-{uid}")
-        self._writing[uid] = task
-        task.add_done_callback(lambda done: self._forget(uid, done))
-
-    async def written(self, uid: str) -> None:
-        """Returns once the label of pod ``uid`` that is being written is written (at once if none is)."""
-        task = self._writing.get(uid)
-        if task is not None:
-            await asyncio.shield(task)
-
-    def _forget(self, uid: str, done: asyncio.Task[None]) -> None:
-        if self._writing.get(uid) is done:
-            del self._writing[uid]
-
-
-def _recordings(request: Request) -> Recordings:
-    recordings: Recordings = request.app.state.recordings
-    return recordings
-
-
-def _record_new_binding(request: Request, index: SlotIndex, pod: SchedulingPod) -> None:
-    """Start writing a pod's new slot onto the pod (``Recordings``)."""
+async def _record_new_binding(request: Request, index: SlotIndex, pod: SchedulingPod) -> None:
+    """Record a pod's new slot on the pod before a preemption evicts the slot's ghost, or the Testbed would put
+    the ghost back (the bind verb records it on the Binding instead)."""
     binding = index.take_unrecorded(pod_key(pod))
     recorder: BindingRecorder | None = getattr(request.app.state, "binding_recorder", None)
     if binding is not None and recorder is not None:
-        _recordings(request).start(pod_key(pod), recorder(*binding))
+        await recorder(*binding)
 
 
 def _name(pod: SchedulingPod) -> str:
@@ -101,7 +72,6 @@ def _name(pod: SchedulingPod) -> str:
 async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
     answer = index.filter(args)
-    _record_new_binding(request, index, args.pod)
     if is_executor(args.pod.metadata.labels):  # one line per decision about an executor: what placed it, or why not
         log.info("filter %s: %s", _name(args.pod), answer.error or f"node {answer.node_names}")
     return JSONResponse(answer.model_dump(mode="json"))
@@ -114,7 +84,6 @@ async def bind(request: Request) -> JSONResponse:
     if binder is None:
         answer = ExtenderBindingResult(error="the extender does not follow a cluster, so it binds nothing")
     else:
-        await _recordings(request).written(key_of(args.pod_uid, args.pod_namespace, args.pod_name))
         answer = await binder.bind(args)
     if answer.error:
         log.info("bind %s/%s to %s: %s", args.pod_namespace, args.pod_name, args.node, answer.error)
@@ -125,8 +94,7 @@ async def bind(request: Request) -> JSONResponse:
 async def preempt(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderPreemptionArgs)
     answer = index.preempt(args)
-    _record_new_binding(request, index, args.pod)
-    await _recordings(request).written(pod_key(args.pod))
+    await _record_new_binding(request, index, args.pod)
     if is_executor(args.pod.metadata.labels):
         victims = {node: [p.uid for p in v.pods] for node, v in answer.node_name_to_meta_victims.items()}
         log.info("preempt %s: victims %s (candidates %s)", _name(args.pod), victims, args.candidate_nodes())

@@ -11,10 +11,14 @@ The kube-scheduler extender must answer fast and the same way every time, so it 
 A slot is given again only once the pod it was given to has let go of its room (``room_held_until``): a
 finished pod that is not gone yet may still be counted by its kubelet, which would refuse the next one.
 
-A binding lives in memory, but must not only live there: the Testbed reconciler must know the slot is
-taken before the ghost is evicted (or it would put the ghost back), and a restarted extender must give the
-same answers. So a new binding is handed out once by ``take_unrecorded`` for the caller to record on the
-pod (its slot label) before the slot's ghost goes, and ``restore`` reads such records back.
+A binding lives in memory, but must not only live there: the Testbed reconciler must know which slot a
+bound executor is in, and a restarted extender must give the same answers. So every binding is recorded on
+its pod (its slot annotation) — by the bind verb, on the Binding itself (``plan_binding`` names the slot);
+for a preemption, before the slot's ghost is evicted (``take_unrecorded`` hands a new binding out once to
+record) — and ``restore`` reads such records back. A binding the extender does not remember (it restarted
+between the scheduler's filter and bind calls) is made at bind time by the same rule, for an executor the
+extender has seen waiting (``executor_waiting``); until the extender has read the cluster's pods once, it
+binds no pod it holds no slot for (``pods_read``).
 
 An executor whose job has no free reserved slot left (or whose Testbed is unknown) gets an error from
 ``filter``, so the scheduler retries it after its backoff (the reservation may still be on its way), and no
@@ -37,6 +41,7 @@ from api.extender.wire import (
     MetaVictims,
     SchedulingPod,
 )
+from esi.objects.ghosts import ghost_name
 from esi.objects.names import JOB_LABEL, TESTBED_LABEL, is_executor
 from esi.resources.testbed import Slot, SlotState
 
@@ -57,11 +62,11 @@ class IndexedSlot:
 
 @dataclass(frozen=True)
 class BindPlan:
-    """How to bind a pod the scheduler placed: evict ``ghost`` (name, UID) of ``slot`` first, if any; or not
-    at all, for ``error``."""
+    """How to bind a pod the scheduler placed: evict ``ghost`` (name, UID if known) of ``slot`` first, if any;
+    or not at all, for ``error``."""
 
     slot: int | None = None
-    ghost: tuple[str, str] | None = None
+    ghost: tuple[str, str | None] | None = None
     error: str = ""
 
 
@@ -85,6 +90,8 @@ class SlotIndex:
         self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
         self._unrecorded: dict[str, tuple[str, str, int]] = {}  # pod uid -> (namespace, pod name, slot id)
         self._released_at: dict[str, datetime] = {}  # pod uid -> when the finished pod lets go of its slot
+        self._waiting: dict[str, _Executor] = {}  # pod uid -> an executor seen unbound and without a slot
+        self._pods_read = False
 
     def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """The Testbed's current slot table (from its status and its ghost pods)."""
@@ -106,7 +113,20 @@ class SlotIndex:
     def forget_pod(self, uid: str) -> None:
         """The pod is gone (or finished): its slot can be given again."""
         with self._lock:
+            self._waiting.pop(uid, None)
             self._unbind(uid)
+
+    def executor_waiting(self, uid: str, namespace: str, testbed: str, job: str, name: str) -> None:
+        """Executor pod ``uid`` of ``job`` waits for the scheduler: unbound, no slot recorded on it."""
+        with self._lock:
+            self._waiting[uid] = _Executor((namespace, testbed), job, uid, name)
+
+    def pods_read(self, waiting: Iterable[str]) -> None:
+        """The cluster's pods were read (listed): of the executors, exactly ``waiting`` (UIDs) wait unbound."""
+        still = set(waiting)
+        with self._lock:
+            self._waiting = {uid: e for uid, e in self._waiting.items() if uid in still}
+            self._pods_read = True
 
     def release_at(self, uid: str, when: datetime) -> None:
         """The pod is finished: its slot can be given again from ``when`` on (at once if that is past)."""
@@ -126,6 +146,7 @@ class SlotIndex:
         ``released_at``; False if that slot is another pod's."""
         key = ((namespace, testbed), slot)
         with self._lock:
+            self._waiting.pop(uid, None)
             if released_at is not None and released_at <= self._clock():
                 self._unbind(uid)
                 return True
@@ -187,12 +208,19 @@ class SlotIndex:
         return ExtenderPreemptionResult(node_name_to_meta_victims={slot.node_name: MetaVictims(pods=victims)})
 
     def plan_binding(self, uid: str, node: str) -> BindPlan:
-        """What binding pod ``uid`` to ``node`` takes: a pod given no slot is bound as it is; an executor only
-        to its slot's node, in place of the slot's ghost."""
+        """What binding pod ``uid`` to ``node`` takes: an executor only to its slot's node, in place of the
+        slot's ghost (given now if the extender does not remember it: see the module); any other pod as it is."""
         with self._lock:
             bound = self._slot_of.get(uid)
-            if bound is None:
-                return BindPlan()
+            if bound is None and uid in self._waiting:
+                given, reason = self._assign(self._waiting[uid])
+                if given is None:
+                    return BindPlan(error=reason)
+                bound = self._slot_of[uid]
+            elif bound is None:
+                not_read = "the extender has not read the cluster's pods yet, so it binds no pod it holds no slot for"
+                return BindPlan() if self._pods_read else BindPlan(error=not_read)
+            self._unrecorded.pop(uid, None)  # the Binding records it
             testbed, slot_id = bound
             slot = self._slots.get(testbed, {}).get(slot_id)
         if slot is None:
@@ -201,8 +229,11 @@ class SlotIndex:
             return BindPlan(
                 slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is on node {slot.node_name}, not {node}"
             )
-        ghost = (slot.ghost_name, slot.ghost_uid) if slot.ghost_name and slot.ghost_uid else None
-        return BindPlan(slot_id, ghost)
+        if slot.ghost_name and slot.ghost_uid:
+            return BindPlan(slot_id, (slot.ghost_name, slot.ghost_uid))
+        # No ghost seen here, but the Testbed may have made one a moment ago (a slot let go of by a finished
+        # executor gets one at once if no executor of its job waits): the slot's ghost goes by its name.
+        return BindPlan(slot_id, (ghost_name(testbed[1], slot_id), None))
 
     def _assign(self, executor: _Executor) -> tuple[IndexedSlot | None, str]:
         """The executor's slot: the one it was given before, else the lowest reserved one nobody holds."""

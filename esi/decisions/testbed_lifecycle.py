@@ -12,8 +12,11 @@ ids are 0..n-1 whenever no work pins them. Free slots may therefore be renumbere
 leave; their ghosts are then replaced, which is cheap.
 
 Ghosts: every slot that no executor is in has exactly one ghost pod, pinned to the slot's node, whose
-requests are the slot size — except a slot whose ghost is gone while the executor given it waits to be
-bound: the extender evicted the ghost for that executor, and a new one would take the room back. A slot's
+requests are the slot size — except a slot whose ghost is gone while an executor waits to be bound: the
+extender evicted the ghost for that executor, and a new one would take the room back. Such an executor
+either carries the slot already (recorded before a preemption) or carries none until the Binding records it;
+for the latter, no reserved slot of its job gets a ghost while the job has an executor the scheduler has yet
+to place. A slot's
 ghost is a pod of role ghost on that node carrying that slot id, not terminating and not finished. The shell
 names a ghost after the testbed, node and slot id, so a creation is idempotent; for the same reason no ghost
 is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
@@ -166,7 +169,7 @@ class PodView:
     name: str
     role: PodRole
     node_name: str | None  # None: not bound yet
-    slot: int | None  # the global slot id from its labels: the slot a ghost holds, the slot an executor was given
+    slot: int | None  # the global slot id it carries: the slot a ghost holds, the slot an executor was given
     requests: Resources
     phase: PodPhase
     job: str | None = None  # executors: the BatchJob
@@ -297,8 +300,9 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
-    # Jobs with an executor the scheduler has yet to place: it may take a reserved slot whose room is free by
-    # the filter alone, and a ghost pinned there meanwhile would overcommit the node (its kubelet refuses one).
+    # Jobs with an executor the scheduler has yet to place: the extender may have evicted the ghost of one of
+    # the job's reserved slots for it, the binding (which records the slot) still on its way, and a ghost put
+    # back meanwhile would overcommit the node (its kubelet refuses one).
     awaited = {e.job for e in executors if e.slot is None and e.node_name is None and not e.terminating}
     slots, missing, creations = _fill(
         layout.slots,

@@ -19,7 +19,7 @@ from esi.objects.names import (
     JOB_LABEL,
     ROLE_GHOST,
     ROLE_LABEL,
-    SLOT_LABEL,
+    SLOT_ANNOTATION,
     TESTBED_LABEL,
     slot_of,
 )
@@ -53,9 +53,9 @@ def ghost_pod(
             "labels": {
                 ROLE_LABEL: ROLE_GHOST,
                 TESTBED_LABEL: testbed,
-                SLOT_LABEL: str(create.slot),
                 **part_of_esi(),
             },
+            "annotations": {SLOT_ANNOTATION: str(create.slot)},
             "ownerReferences": [owner_reference(API_VERSION, "Testbed", testbed, testbed_uid)],
         },
         "spec": {
@@ -101,7 +101,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         name=metadata["name"],
         role=role,
         node_name=(pod.get("spec") or {}).get("nodeName") or None,
-        slot=slot_of(labels),
+        slot=slot_of(metadata.get("annotations") or {}),
         requests=pod_requests(pod),
         phase=phase,
         job=labels.get(JOB_LABEL),

@@ -1,5 +1,5 @@
-"""The names esi writes on Kubernetes objects (labels, priority classes, the second scheduler's name) and how
-labels read back: which pod is an executor, which slot a pod carries.
+"""The names esi writes on Kubernetes objects (labels, annotations, priority classes, the second scheduler's name)
+and how they read back: which pod is an executor, which slot a pod carries.
 
 One place for them, because several components must agree: the BatchJob reconciler labels executor pod
 templates, the Testbed reconciler labels ghost pods, the extender reads both.
@@ -28,7 +28,7 @@ __all__ = [
     "ROLE_GHOST",
     "ROLE_LABEL",
     "SCHEDULER_NAME",
-    "SLOT_LABEL",
+    "SLOT_ANNOTATION",
     "TESTBED_ANNOTATION",
     "TESTBED_LABEL",
     "is_executor",
@@ -41,7 +41,6 @@ ROLE_LABEL: Final = f"{GROUP}/role"  # ROLE_GHOST or ROLE_EXECUTOR
 ROLE_GHOST: Final = PodRole.GHOST.value
 ROLE_EXECUTOR: Final = PodRole.EXECUTOR.value
 JOB_LABEL: Final = f"{GROUP}/job"  # executors: the BatchJob they belong to
-SLOT_LABEL: Final = f"{GROUP}/slot"  # ghosts: the slot they hold; executors: the slot the extender gave them
 ATTEMPT_LABEL: Final = f"{GROUP}/attempt"  # executors: which attempt of the job in its Scheduling
 
 # An application says which run it is in annotations, never in labels: the Spark operator copies an
@@ -49,6 +48,10 @@ ATTEMPT_LABEL: Final = f"{GROUP}/attempt"  # executors: which attempt of the job
 JOB_ANNOTATION: Final = JOB_LABEL
 TESTBED_ANNOTATION: Final = TESTBED_LABEL
 ATTEMPT_ANNOTATION: Final = ATTEMPT_LABEL
+# Ghosts: the slot they hold; executors: the slot the extender gave them. An annotation, because the extender
+# records it on the Binding that puts the executor on its node, and a Binding's annotations (not its labels)
+# are copied onto the pod in the same write.
+SLOT_ANNOTATION: Final = f"{GROUP}/slot"
 
 # A recommended label (app.kubernetes.io), like ``esi.resources.meta.PART_OF_LABEL``.
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"  # applications and holds: esi made them (on pods too)
@@ -69,9 +72,10 @@ def is_executor(labels: Mapping[str, str]) -> bool:
     return labels.get(ROLE_LABEL) == ROLE_EXECUTOR
 
 
-def slot_of(labels: Mapping[str, str]) -> int | None:
-    """The slot id a pod carries (a ghost the slot it holds, an executor the slot it was given), or None."""
-    value = labels.get(SLOT_LABEL, "")
+def slot_of(annotations: Mapping[str, str]) -> int | None:
+    """The slot id a pod with these annotations carries (a ghost the slot it holds, an executor the slot it was
+    given), or None."""
+    value = annotations.get(SLOT_ANNOTATION, "")
     return int(value) if value.isascii() and value.isdigit() else None
 
 

@@ -20,7 +20,7 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
-from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_LABEL
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_ANNOTATION, slot_of
 from infra import images, toolchain
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec
@@ -84,12 +84,14 @@ ADMISSION_REFUSALS = frozenset({"OutOfcpu", "OutOfmemory", "OutOfpods", "Unexpec
 
 @dataclass
 class PodLife:
-    """What was seen of one pod: when it appeared and first ran (monotonic), where, and every reason it had."""
+    """What was seen of one pod: when it appeared and first ran (monotonic), where, in which slot, and every
+    reason it had."""
 
     labels: dict[str, str]
     created: float
     running: float | None = None
     node: str | None = None
+    slot: int | None = None
     reasons: set[str] = field(default_factory=set)
 
 
@@ -107,6 +109,7 @@ class PodHistory(Watcher[Pod]):
         life = self.pods.setdefault(str(pod.metadata.name), PodLife(dict(pod.metadata.labels or {}), now))
         life.labels.update(pod.metadata.labels or {})
         life.node = pod.spec.nodeName or life.node
+        life.slot = slot_of(pod.metadata.annotations or {}) if life.slot is None else life.slot
         if pod.status.reason:
             life.reasons.add(pod.status.reason)
         for container in pod.status.containerStatuses or []:
@@ -169,7 +172,7 @@ def real_ghosts(stack: RealStack, namespace: str, testbed: str = "tb") -> dict[i
             continue
         assert ghost.spec.nodeName == stack.node.name
         assert (containers[0].containerID or "").startswith("containerd://"), containers[0]
-        running[int((ghost.metadata.labels or {})[SLOT_LABEL])] = str(ghost.metadata.uid)
+        running[int((ghost.metadata.annotations or {})[SLOT_ANNOTATION])] = str(ghost.metadata.uid)
     return running if len(running) == free else None
 
 
@@ -250,7 +253,7 @@ class Run:
         body = pod.to_dict()
         name = body["metadata"]["name"]
         self.first_seen.setdefault(name, body)
-        if slot := (body["metadata"].get("labels") or {}).get(SLOT_LABEL):
+        if slot := (body["metadata"].get("annotations") or {}).get(SLOT_ANNOTATION):
             self.slot[name] = slot
         if (body.get("status") or {}).get("phase") == "Running":
             self.running.add(name)

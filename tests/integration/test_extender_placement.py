@@ -20,7 +20,7 @@ from esi.objects.names import (
     GHOST_PRIORITY_CLASS,
     ROLE_GHOST,
     ROLE_LABEL,
-    SLOT_LABEL,
+    SLOT_ANNOTATION,
     TESTBED_LABEL,
 )
 from esi.resources.testbed import SlotState
@@ -36,6 +36,7 @@ def extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
     """esi's extender app on a free loopback port, binding in the cluster from a slot index the test fills:
     (URL prefix, its slot index)."""
     index = SlotIndex()
+    index.pods_read([])  # the test's pods are all there is: any pod given no slot is bound as it is
     app = create_extender_app(index, kube_config=KubeConfig.from_file(esi_crds.kubeconfig), feed=False)
     with serve_in_thread(app, lifespan="on") as url:
         yield f"{url}/extender", index
@@ -43,7 +44,8 @@ def extender(esi_crds: LocalCluster) -> Iterator[tuple[str, SlotIndex]]:
 
 def ghost(name: str, namespace: str, node: str, slot: int) -> Any:
     manifest = pod(name, namespace, cpu="1", memory="1Gi", node_name=node, priority_class_name=GHOST_PRIORITY_CLASS)
-    manifest.metadata.labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: "tb", SLOT_LABEL: str(slot)}
+    manifest.metadata.labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: "tb"}
+    manifest.metadata.annotations = {SLOT_ANNOTATION: str(slot)}
     return manifest
 
 

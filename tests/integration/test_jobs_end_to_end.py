@@ -18,7 +18,7 @@ from lightkube import Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod
 
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import STALLED_AFTER, AddNodes, ensure_operators, kill_operators
 from tests.integration.kube import Watcher, create_in, create_testbed, wait_for
@@ -80,7 +80,7 @@ def new_testbed_on_nodes(
 
 
 class ExecutorRecorder(Watcher[Pod]):
-    """Every executor pod of a namespace as it was seen running: (job, slot label, node), by pod name."""
+    """Every executor pod of a namespace as it was seen running: (job, slot, node), by pod name."""
 
     def __init__(self, cluster: LocalCluster, namespace: str) -> None:
         self.seen: dict[str, tuple[str, int, str]] = {}
@@ -89,8 +89,8 @@ class ExecutorRecorder(Watcher[Pod]):
     def note(self, pod: Pod) -> None:
         if pod.metadata is None or pod.spec is None or pod.status is None or pod.status.phase != "Running":
             return
-        labels = pod.metadata.labels or {}
-        self.seen[str(pod.metadata.name)] = (labels[JOB_LABEL], int(labels[SLOT_LABEL]), str(pod.spec.nodeName))
+        job, slot = (pod.metadata.labels or {})[JOB_LABEL], (pod.metadata.annotations or {})[SLOT_ANNOTATION]
+        self.seen[str(pod.metadata.name)] = (job, int(slot), str(pod.spec.nodeName))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from api.extender.slot_index import SlotIndex
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
@@ -89,7 +89,7 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     placed = client.get(Pod, "wordcount-exec-1", namespace=namespace)
     assert placed.metadata is not None
     assert placed.metadata.labels is not None
-    assert placed.metadata.labels[SLOT_LABEL] == "1", "the extender records the slot on the pod"
+    assert (placed.metadata.annotations or {})[SLOT_ANNOTATION] == "1", "the extender records the slot on the pod"
     assert get_or_none(client, Pod, "tb-ghost-1", namespace) is None, "slot 1's ghost must be gone, not back"
     assert uids(client, namespace, list(before)) == before, "other ghosts and the foreign pod are untouched"
     assert status_of(esi_operators, namespace)["state"] == "InUse"
@@ -170,7 +170,7 @@ def test_a_hundred_executors_over_25_nodes_each_take_their_own_slot(
     for executor in running:  # every executor, not a sample
         job = executor.metadata.labels[JOB_LABEL]
         k = int(job.removeprefix("job-"))
-        given = int(executor.metadata.labels[SLOT_LABEL])
+        given = int((executor.metadata.annotations or {})[SLOT_ANNOTATION])
         assert executor.spec.nodeName == nodes[k], f"{executor.metadata.name} ran on {executor.spec.nodeName}"
         assert given in {k + 25 * p for p in range(4)}, f"{executor.metadata.name} got slot {given}"
         assert given not in slots_seen, f"slot {given} given twice"
@@ -181,7 +181,7 @@ def test_a_hundred_executors_over_25_nodes_each_take_their_own_slot(
         timeout=60,
     )
     by_pod = {s["pod"]: s["id"] for s in table["slots"]}
-    assert {e.metadata.name: int(e.metadata.labels[SLOT_LABEL]) for e in running} == by_pod
+    assert {e.metadata.name: int((e.metadata.annotations or {})[SLOT_ANNOTATION]) for e in running} == by_pod
 
 
 def test_two_testbeds_one_with_room_one_needing_preemption(

@@ -35,7 +35,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.applications import SPARK
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL
 from infra import images
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
@@ -245,7 +245,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     executors = history.with_role(ROLE_EXECUTOR)
     assert len(executors) == 2, sorted(history.pods)
     assert {e.labels[JOB_LABEL] for e in executors.values()} == {"sparkpi"}
-    assert sorted(int(e.labels[SLOT_LABEL]) for e in executors.values()) == [0, 1], "one executor in each slot"
+    assert sorted((e.slot for e in executors.values()), key=str) == [0, 1], "one executor in each slot"
     assert all(e.node == NODE and e.running for e in executors.values()), executors
     assert history.refused() == {}, "the kubelet admitted every pod"
     assert "Pi is roughly 3.1" in driver_log(spark.node, "sparkpi-driver")
@@ -314,7 +314,7 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
     assert "driver container failed" in record["message"], record["message"]
     executors = [life for life in history.with_role(ROLE_EXECUTOR).values() if life.labels[JOB_LABEL] == "badexec"]
     assert len(executors) > 4, f"failed executors were replaced: {len(executors)} executors in two runs"
-    assert {int(e.labels[SLOT_LABEL]) for e in executors} == {0, 1}, "every executor in one of the job's slots"
+    assert {e.slot for e in executors} == {0, 1}, "every executor in one of the job's slots"
     assert history.refused() == {}, "the kubelet admitted every pod but ghosts (PodHistory.refused says why)"
     # A ghost the kubelet refused was made again: both slots are held by running ghosts once the job is gone.
     wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)

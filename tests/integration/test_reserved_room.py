@@ -25,7 +25,7 @@ from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 
 from api.extender.slot_index import SlotIndex
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
@@ -105,8 +105,8 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     for executor in running:
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
         assert executor.spec.nodeName == nodes[k]
-        assert int(executor.metadata.labels[SLOT_LABEL]) in {k + NODES * p for p in range(4)}
-    assert len({e.metadata.labels[SLOT_LABEL] for e in running}) == total, "a slot given twice"
+        assert int((executor.metadata.annotations or {})[SLOT_ANNOTATION]) in {k + NODES * p for p in range(4)}
+    assert len({(e.metadata.annotations or {})[SLOT_ANNOTATION] for e in running}) == total, "a slot given twice"
     wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
 
 

@@ -10,7 +10,7 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.ghosts import ghost_name
-from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for
@@ -46,7 +46,7 @@ def ghosts(client: Client, namespace: str) -> dict[int, str]:
         assert pod.metadata.labels is not None
         if pod.status is not None and pod.status.phase == "Running" and pod.metadata.deletionTimestamp is None:
             assert pod.spec is not None
-            found[int(pod.metadata.labels[SLOT_LABEL])] = str(pod.spec.nodeName)
+            found[int((pod.metadata.annotations or {})[SLOT_ANNOTATION])] = str(pod.spec.nodeName)
     return found
 
 
@@ -123,7 +123,7 @@ def test_a_ghost_evicted_for_an_executor_is_not_put_back_while_the_executor_wait
     assert before == {0: node, 1: node}
     # The extender gave the executor slot 0; no scheduler will bind it (a scheduler that does not exist).
     executor = executor_pod("exec-0", namespace, pool=unique, scheduler="nobody")
-    executor.metadata.labels[SLOT_LABEL] = "0"
+    executor.metadata.annotations = {SLOT_ANNOTATION: "0"}
     client.create(executor)
     wait_for("slot 0 given to exec-0", lambda: status_of(esi_operators, namespace)["slots"][0]["state"] == "Reserved")
 

@@ -226,7 +226,7 @@ ACCESS = [
     ("api", ESI, "schedulings", "delete", None, True),
     ("api", ESI, "batchjobs", "patch", None, True),
     ("api", ESI, "testbeds", "list", None, True),
-    ("api", "", "pods", "patch", None, True),  # the extender's slot label
+    ("api", "", "pods", "patch", None, True),  # the extender's slot annotation
     ("api", "authentication.k8s.io", "tokenreviews", "create", None, True),
     ("api", "authorization.k8s.io", "subjectaccessreviews", "create", None, True),
     ("api", ESI, "testbeds", "patch", None, False),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any, TypeVar
 
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.extender.app import create_extender_app
-from api.extender.routes import Recordings
 from api.extender.slot_index import IndexedSlot, SlotIndex
 from api.extender.wire import ExtenderArgs, ExtenderFilterResult, ExtenderPreemptionArgs, ExtenderPreemptionResult
 from esi.resources.testbed import SlotState
@@ -185,23 +183,22 @@ def test_healthz() -> None:
     assert TestClient(create_extender_app()).get("/healthz").json() == {"status": "ok"}
 
 
-def test_a_slot_label_being_written_is_waited_for_and_then_forgotten() -> None:
-    async def scenario() -> list[str]:
-        recordings, steps, release = Recordings(), [], asyncio.Event()
+def test_a_slot_is_recorded_on_the_pod_before_a_preemption_names_its_ghost_and_not_at_filter(
+    client: TestClient,
+) -> None:
+    written: list[tuple[str, str, int]] = []
 
-        async def write() -> None:
-            await release.wait()
-            steps.append("written")
+    async def record(namespace: str, pod: str, slot: int) -> None:
+        written.append((namespace, pod, slot))
 
-        recordings.start("u1", write())
-        waiting = asyncio.create_task(recordings.written("u1"))
-        await asyncio.sleep(0)
-        steps.append("still waiting" if not waiting.done() else "did not wait")
-        release.set()
-        await waiting
-        steps.append("bound")
-        await recordings.written("u1")  # written: nothing left to wait for
-        await recordings.written("u2")  # never started
-        return steps
+    client.app.state.binding_recorder = record  # type: ignore[attr-defined]
+    client.post("/extender/filter", json={"Pod": executor_pod("e1"), "NodeNames": ["n0", "n1"]})
+    assert written == [], "the bind verb records the slot on the Binding: nothing to write at filter"
 
-    assert asyncio.run(scenario()) == ["still waiting", "written", "bound"]
+    victims = {"n1": {"Pods": [], "NumPDBViolations": 0}}
+    answer = client.post("/extender/preempt", json={"Pod": executor_pod("e1"), "NodeNameToMetaVictims": victims})
+    assert answer.json()["NodeNameToMetaVictims"]["n1"]["Pods"] == [{"UID": "g3"}]
+    assert written == [("ns", "e1", 3)], "recorded before the answer that evicts the ghost"
+
+    client.post("/extender/preempt", json={"Pod": executor_pod("e1"), "NodeNameToMetaVictims": victims})
+    assert written == [("ns", "e1", 3)], "once per binding"

@@ -8,7 +8,7 @@ from typing import Any
 from esi.decisions.layout import Taint
 from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, PodRole, Resources
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
-from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL, testbed_of
+from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL, testbed_of
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import Toleration
 
@@ -19,7 +19,8 @@ def test_a_ghost_holds_exactly_its_slot_and_gives_way_at_once() -> None:
     pod = ghost_pod("tb", "uid-tb", "ns", CreateGhost(slot=5, node_name="n1", position=2, size=SIZE))
 
     assert pod["metadata"]["name"] == "tb-ghost-5"
-    assert pod["metadata"]["labels"].items() >= {ROLE_LABEL: "ghost", TESTBED_LABEL: "tb", SLOT_LABEL: "5"}.items()
+    assert pod["metadata"]["labels"].items() >= {ROLE_LABEL: "ghost", TESTBED_LABEL: "tb"}.items()
+    assert pod["metadata"]["annotations"] == {SLOT_ANNOTATION: "5"}
     owner = pod["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("Testbed", "uid-tb", True)
     spec = pod["spec"]
@@ -38,7 +39,8 @@ def test_reading_an_executor_pod() -> None:
     pod = {
         "metadata": {
             "name": "e",
-            "labels": {ROLE_LABEL: "executor", TESTBED_LABEL: "tb", JOB_LABEL: "j", SLOT_LABEL: "3"},
+            "labels": {ROLE_LABEL: "executor", TESTBED_LABEL: "tb", JOB_LABEL: "j"},
+            "annotations": {SLOT_ANNOTATION: "3"},
             "deletionTimestamp": "2026-01-01T00:00:00Z",
         },
         "spec": {
@@ -86,7 +88,10 @@ def test_a_finished_pod_reads_with_the_end_of_its_last_container() -> None:
 def test_pods_without_a_role_or_with_odd_labels_read_safely() -> None:
     assert pod_view({"metadata": {"name": "x", "labels": {}}}) is None
     view = pod_view(
-        {"metadata": {"name": "g", "labels": {ROLE_LABEL: "ghost", SLOT_LABEL: "two"}}, "status": {"phase": "Unknown"}}
+        {
+            "metadata": {"name": "g", "labels": {ROLE_LABEL: "ghost"}, "annotations": {SLOT_ANNOTATION: "two"}},
+            "status": {"phase": "Unknown"},
+        }
     )
     assert view is not None
     assert (view.slot, view.phase, view.node_name) == (None, PodPhase.PENDING, None)

@@ -23,7 +23,7 @@ from api.cache import ResourceCache
 from api.extender.feed import IndexFeed, IndexView, status_slots
 from api.extender.slot_index import GhostPod, IndexedSlot, SlotIndex, indexed_slots
 from esi.decisions.testbed_lifecycle import KUBELET_STOP_SECONDS
-from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, TESTBED_LABEL
+from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL
 from esi.resources.testbed import Slot, SlotState
 from kube.resources import TestbedResource
 from kube.watch import Stream, streaming
@@ -37,8 +37,9 @@ STATUS = {"state": "InUse", "slots": [status_slot(0, 0, pod="g-0"), status_slot(
 
 
 def ghost(name: str, uid: str, testbed: str = "tb", namespace: str = "ns") -> Pod:
-    labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: testbed, SLOT_LABEL: name.rsplit("-", 1)[-1]}
-    return Pod(metadata=ObjectMeta(name=name, namespace=namespace, uid=uid, labels=labels))
+    labels = {ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: testbed}
+    slot = {SLOT_ANNOTATION: name.rsplit("-", 1)[-1]}
+    return Pod(metadata=ObjectMeta(name=name, namespace=namespace, uid=uid, labels=labels, annotations=slot))
 
 
 def executor_pod(name: str, phase: str = "Running", job: str = "j") -> Pod:
@@ -302,6 +303,22 @@ def test_a_relist_forgets_executors_that_ended_unseen_and_replaces_the_ghosts() 
     assert (index.slot_of("uid-gone"), index.slot_of("uid-done")) == (None, None)
     assert index.slot_of("uid-late") == ("ns", "tb", 5)
     assert victims(index) == {1: None, 3: "u3-new", 5: "u5"}
+
+
+def test_an_unbound_executor_listed_or_seen_waits_for_a_slot_until_it_is_bound() -> None:
+    index = SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", STATUS)
+    view.pods_listed([executor_pod("e1", phase="Pending")], index.bound_pods())
+    view.pod_changed(executor_pod("e2", phase="Pending"))
+
+    assert index.plan_binding("uid-e1", "n1").slot == 1, "what a restarted extender binds it to"
+    assert "no slot of testbed tb is reserved for job j" in index.plan_binding("uid-e2", "n1").error
+    bound = executor_pod("e1", phase="Running")
+    assert bound.metadata is not None
+    bound.metadata.annotations = {SLOT_ANNOTATION: "1"}
+    view.pod_changed(bound)
+    assert index.slot_of("uid-e1") == ("ns", "tb", 1)
 
 
 def test_a_relist_keeps_executors_that_still_run() -> None:

@@ -18,7 +18,7 @@ from esi.decisions.batchjob_lifecycle import (
 from esi.decisions.events import Event
 from esi.decisions.scheduling_lifecycle import SchedulingObservation, TestbedView, decide_scheduling
 from esi.decisions.testbed_lifecycle import NodeView, Resources, TestbedObservation, decide_testbed
-from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_LABEL, is_executor, slot_of
+from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, is_executor, slot_of
 from esi.resources.batchjob import BatchJob, BatchJobState
 from esi.resources.meta import API_VERSION, GROUP, VERSION, state_named
 from esi.resources.quantity import Quantity
@@ -83,8 +83,8 @@ def test_an_executor_is_what_esi_labels_one(labels: dict[str, str], executor: bo
     ("value", "slot"),
     [("0", 0), ("17", 17), ("", None), ("-1", None), ("1.5", None), ("x", None), ("²", None), ("٣", None)],
 )
-def test_a_slot_label_reads_as_a_slot_id_or_none(value: str, slot: int | None) -> None:
-    assert slot_of({SLOT_LABEL: value}) == slot
+def test_a_slot_annotation_reads_as_a_slot_id_or_none(value: str, slot: int | None) -> None:
+    assert slot_of({SLOT_ANNOTATION: value}) == slot
 
 
 def test_an_events_type_is_its_severity() -> None:

@@ -195,11 +195,40 @@ def test_a_binding_plan_evicts_exactly_the_slots_ghost_and_only_on_the_slots_nod
         "ns", "tb", [IndexedSlot(1, "n1", SlotState.RESERVED, job="j", ghost_uid="g1", ghost_name="tb-ghost-1")]
     )
     slots.filter(filter_args(executor_pod("e1")))
+    slots.pods_read([])
 
     assert slots.plan_binding("uid-e1", "n1") == BindPlan(1, ("tb-ghost-1", "g1"))
     assert slots.plan_binding("uid-e1", "n0").error == "slot 1 of testbed tb is on node n1, not n0"
     assert slots.plan_binding("uid-web", "n0") == BindPlan(), "a pod given no slot is bound as it is"
     slots.replace_testbed("ns", "tb", [IndexedSlot(1, "n1", SlotState.RESERVED, job="j")])
-    assert slots.plan_binding("uid-e1", "n1") == BindPlan(1), "its ghost is gone already (an earlier try)"
+    assert slots.plan_binding("uid-e1", "n1") == BindPlan(1, ("tb-ghost-1", None)), "not seen: evicted by its name"
     slots.remove_testbed("ns", "tb")
     assert "not known any more" in slots.plan_binding("uid-e1", "n1").error
+
+
+def test_an_extender_that_restarted_after_the_filter_binds_a_waiting_executor_by_the_same_rule() -> None:
+    slots = index()
+    assert "not read the cluster's pods yet" in slots.plan_binding("uid-e1", "n1").error, "nothing bound blind"
+
+    slots.executor_waiting("uid-e1", "ns", "tb", "j", "e1")
+    slots.executor_waiting("uid-k1", "ns", "tb", "k", "k1")
+    slots.executor_waiting("uid-k2", "ns", "tb", "k", "k2")
+    slots.pods_read(["uid-e1", "uid-k1", "uid-k2"])
+
+    assert slots.plan_binding("uid-e1", "n1").slot == 1, "the lowest reserved slot, as filter gives"
+    assert slots.slot_of("uid-e1") == ("ns", "tb", 1)
+    assert slots.take_unrecorded("uid-e1") is None, "the Binding records it"
+    assert slots.plan_binding("uid-k1", "n0").error == "slot 2 of testbed tb is on node n2, not n0"
+    assert "no slot of testbed tb is reserved for job k" in slots.plan_binding("uid-k2", "n2").error
+    assert slots.plan_binding("uid-web", "n0") == BindPlan(), "a pod esi does not manage is bound as it is"
+
+
+def test_a_relist_or_a_deletion_ends_the_wait() -> None:
+    slots = index()
+    slots.executor_waiting("uid-e1", "ns", "tb", "j", "e1")
+    slots.executor_waiting("uid-e2", "ns", "tb", "j", "e2")
+    slots.pods_read(["uid-e2"])
+    slots.forget_pod("uid-e2")
+
+    assert slots.plan_binding("uid-e1", "n1") == BindPlan(), "not listed as waiting: not an executor of ours now"
+    assert slots.plan_binding("uid-e2", "n1") == BindPlan()
