@@ -17,6 +17,7 @@ import kopf
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
+from esi.decisions.layout import offers_slots
 from esi.decisions.testbed_lifecycle import (
     FINISHED_PHASES,
     CreateGhost,
@@ -44,6 +45,7 @@ from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, hold_of, ho
 __all__: list[str] = []
 
 TestbedKey = tuple[str, str]
+_ZERO = Quantity(0)  # immutable: one for every sum
 _wakeups = Wakeups("testbed")
 
 
@@ -52,7 +54,7 @@ _wakeups = Wakeups("testbed")
 
 @index("", "v1", "nodes")
 def testbed_nodes(*, name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView]:
-    return {name: node_view(body, Resources(Quantity(0), Quantity(0)))}
+    return {name: node_view(body, Resources(_ZERO, _ZERO))}
 
 
 @index("", "v1", "pods")
@@ -161,10 +163,11 @@ async def _reconcile(
     spec = TestbedSpec.model_validate(dict(body["spec"]))
     raw_status = dict(body.get("status") or {})
     status = TestbedStatus.model_validate(raw_status) if raw_status else None
-    node_views = [
+    node_views = [  # a node without the Testbed's label is no part of it: no sums for it
         dataclasses.replace(view, other_requests=_others(caches.pods_on_nodes.get(view.name, ()), key))
         for store in caches.nodes.values()
         for view in store
+        if offers_slots(view.labels, spec.node_label)
     ]
     held = [reservation for group in caches.reserved.get(key, ()) for reservation in group]
     holder = hold_of(caches.holds, namespace, HoldKind.TESTBED, name)
@@ -191,7 +194,7 @@ async def _reconcile(
 
 
 def _others(entries: Iterable[tuple[TestbedKey | None, Resources]], key: TestbedKey) -> Resources:
-    cpu, memory = Quantity(0), Quantity(0)
+    cpu, memory = _ZERO, _ZERO
     for owner, requests in entries:
         if owner != key:
             cpu, memory = cpu + requests.cpu, memory + requests.memory

@@ -84,6 +84,8 @@ class IndexView:
     def __init__(self, index: SlotIndex) -> None:
         self._index = index
         self._testbeds: dict[TestbedKey, tuple[Slot, ...] | None] = {}  # None: a status esi cannot read
+        self._rows: dict[TestbedKey, dict[int, Slot]] = {}  # each readable slot table by slot id
+        self._named: dict[TestbedKey, dict[str, int]] = {}  # the slot id each pod name in a table is given
         self._ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}  # by ghost pod name, per Testbed
 
     # --- Testbeds ---------------------------------------------------------------------------------------
@@ -94,10 +96,13 @@ class IndexView:
         if key in self._testbeds and self._testbeds[key] == slots:
             return
         self._testbeds[key] = slots
+        self._rows[key] = {slot.id: slot for slot in slots or ()}
+        self._named[key] = {slot.pod: slot.id for slot in slots or () if slot.pod}
         self._publish(key)
 
     def testbed_deleted(self, namespace: str, name: str) -> None:
-        self._testbeds.pop((namespace, name), None)
+        for seen in (self._testbeds, self._rows, self._named):
+            seen.pop((namespace, name), None)
         self._index.remove_testbed(namespace, name)
 
     def testbeds_listed(self, testbeds: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> None:
@@ -115,9 +120,10 @@ class IndexView:
         if facts is None:
             return
         key, name, uid, executor, phase = facts
-        if not executor and self._ghosts.get(key, {}).get(name) != (ghost := _ghost(pod, uid)):
+        before = self._ghosts.get(key, {}).get(name)
+        if not executor and before != (ghost := _ghost(pod, uid)):
             self._ghosts.setdefault(key, {})[name] = ghost
-            self._publish(key)
+            self._publish_ghost(key, name, before, ghost)
         elif executor:
             self._restore(pod, key, uid, _room_held_until(pod, phase))
 
@@ -132,7 +138,7 @@ class IndexView:
             del ghosts[name]
             if not ghosts:
                 del self._ghosts[key]
-            self._publish(key)
+            self._publish_ghost(key, name, known, None)
         elif executor:
             self._index.forget_pod(uid)
 
@@ -180,6 +186,22 @@ class IndexView:
                 slot,
                 key[1],
             )
+
+    def _publish_ghost(self, key: TestbedKey, name: str, before: GhostPod | None, after: GhostPod | None) -> None:
+        """Ghost ``name`` changed from ``before`` to ``after`` (None: none): only the slots it was or is said to
+        hold are joined again (``indexed_slots``), with the ghosts that can be theirs — a slot's ghost is the
+        one its table row names, or the one carrying its slot id, and ghosts are named after their slot."""
+        rows = self._rows.get(key)
+        if rows is None or self._testbeds.get(key) is None:
+            self._publish(key)
+            return
+        ids = {g.slot for g in (before, after) if g is not None and g.slot is not None}
+        if (named := self._named[key].get(name)) is not None:
+            ids.add(named)
+        affected = [rows[i] for i in sorted(ids) if i in rows]
+        ghosts = self._ghosts.get(key, {})
+        candidates = {n: ghosts[n] for n in {name, *(row.pod for row in affected if row.pod)} if n in ghosts}
+        self._index.update_slots(*key, indexed_slots(affected, candidates))
 
     def _publish(self, key: TestbedKey) -> None:
         if key not in self._testbeds:  # ghosts of a Testbed not seen yet wait for it

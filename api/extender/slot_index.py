@@ -105,6 +105,14 @@ class SlotIndex:
             self._slots[(namespace, name)] = table
             self._job_slots[(namespace, name)] = by_job
 
+    def update_slots(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
+        """Some of the Testbed's slots anew: the same ids, states and jobs, only their ghosts changed (so which
+        slots a job has stays as it was); nothing if the Testbed is not known."""
+        with self._lock:
+            table = self._slots.get((namespace, name))
+            if table is not None:
+                table.update((slot.id, slot) for slot in slots if slot.id in table)
+
     def remove_testbed(self, namespace: str, name: str) -> None:
         with self._lock:
             self._slots.pop((namespace, name), None)

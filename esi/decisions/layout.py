@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from esi.resources.testbed import Toleration
 
-__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots"]
+__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots", "offers_slots"]
 
 _INTEGER = re.compile(r"^[0-9]{1,18}$")
 
@@ -79,6 +79,12 @@ class SlotLayout:
         return tuple(sorted({s.node_name for s in self.slots}))
 
 
+def offers_slots(labels: Mapping[str, str], label: str) -> bool:
+    """Whether a node with these labels is one of a Testbed's whose node label is ``label``: it carries the
+    label (whatever its value — a value that is no node id is reported, not ignored)."""
+    return label in labels
+
+
 def layout_slots(
     nodes: Sequence[NodeLabels],
     label: str,
@@ -95,9 +101,9 @@ def layout_slots(
     members: list[tuple[int, str]] = []  # (node id, node name)
     tainted: set[str] = set()
     for node in sorted(nodes, key=lambda n: n.name):
-        value = node.labels.get(label)
-        if value is None:
+        if not offers_slots(node.labels, label):
             continue
+        value = node.labels[label]
         kept_off = [t for t in node.taints if t.keeps_pods_off and not _tolerated(t, tolerations)]
         if kept_off:
             taints = ", ".join(map(str, kept_off))

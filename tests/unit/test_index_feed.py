@@ -14,7 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from lightkube import ApiError, AsyncClient
+from lightkube.models.core_v1 import PodSpec
 from lightkube.models.meta_v1 import ObjectMeta, Status
 from lightkube.resources.core_v1 import Pod
 from pydantic import ValidationError
@@ -519,3 +522,46 @@ def test_a_stream_that_is_not_joinable_refuses_a_consumer_once_it_has_listed() -
     asyncio.run(run())
 
     assert late.testbeds.get("ns", "tb") is None
+
+
+# A table of six slots on n0/n1: some rows name their ghost, one names its executor, one names nobody.
+TABLE = {
+    "state": "InUse",
+    "slots": [
+        status_slot(0, 0, pod="tb-ghost-0"),
+        status_slot(1, 1, "Reserved", job="j", pod="tb-ghost-1"),
+        status_slot(2, 0, "Occupied", job="j", pod="exec-a"),
+        status_slot(3, 1, "Reserved", job="k"),
+        status_slot(4, 0),
+        status_slot(5, 1, pod="tb-ghost-5"),
+    ],
+}
+GhostEvent = tuple[bool, int, int, bool]  # (deleted, slot id, pod generation, on the slot's node)
+
+
+def placed_ghost(slot: int, generation: int, on_its_node: bool) -> Pod:
+    pod = ghost(f"tb-ghost-{slot}", f"u{slot}-{generation}")
+    pod.spec = PodSpec(containers=[], nodeName=f"n{slot % 2 if on_its_node else (slot + 1) % 2}")
+    return pod
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 2), st.booleans()), max_size=25))
+def test_a_ghost_event_joins_again_only_its_slots_and_agrees_with_a_full_join(events: list[GhostEvent]) -> None:
+    index, listed = SlotIndex(), SlotIndex()
+    view = IndexView(index)
+    view.testbed_changed("ns", "tb", TABLE)
+    current: dict[int, Pod] = {}
+    for deleted, slot, generation, on_its_node in events:
+        pod = placed_ghost(slot, generation, on_its_node)
+        if deleted:
+            view.pod_deleted(pod)
+            if slot in current and current[slot].metadata.uid == pod.metadata.uid:  # type: ignore[union-attr]
+                del current[slot]
+        else:
+            view.pod_changed(pod)
+            current[slot] = pod
+    full = IndexView(listed)
+    full.testbed_changed("ns", "tb", TABLE)
+    full.pods_listed(current.values(), frozenset())
+
+    assert index.slots("ns", "tb") == listed.slots("ns", "tb")
