@@ -21,20 +21,25 @@ import dataclasses
 import json
 import os
 import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from lightkube import Client
+from lightkube import Client, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from bench.stack import Stack, local_stack
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
+from esi.objects.applications import SPARK as SPARK_KIND
+from esi.objects.names import JOB_ANNOTATION, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.second_scheduler import SecondScheduler
+from kube.resources import SchedulingResource, TestbedResource
 
 TESTBED_NODE = "esi.bench/testbed-node"
 TWIN_NODE = "esi.bench/twin-of"
@@ -63,7 +68,7 @@ def _wait(what: str, probe: Callable[[], Any], timeout: float = 300, interval: f
 
 @dataclass
 class Stages:
-    """When (seconds after the start) a trial's pods were first seen all created, all bound, all running."""
+    """When (seconds after the start) a trial's job first reached each step (``STAGES``)."""
 
     seen: dict[str, float] = field(default_factory=dict)
 
@@ -71,7 +76,58 @@ class Stages:
         self.seen.setdefault(stage, seconds)
 
 
-STAGES = ("created", "bound", "running")
+# The way from a Scheduling to running executors: its slots reserved in the Testbed's status (holds taken,
+# reservation recorded, Testbed reconciled), the SparkApplication made by the BatchJob reconciler, its driver pod
+# made and running (simulated operator), then the executors all created (simulated driver), bound, running.
+STAGES = ("reserved", "application", "driver created", "driver running", "created", "bound", "running")
+SPARK_APPLICATION = create_namespaced_resource(SPARK_KIND.group, SPARK_KIND.version, SPARK_KIND.kind, SPARK_KIND.plural)
+
+
+class Timeline:
+    """Watches (in threads) for the steps before the executors exist; ``follow`` names the trial's job."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._kubeconfig = kubeconfig
+        self._lock = threading.Lock()
+        self._job, self._started, self._stages = "", 0.0, Stages()
+        self._apps: set[str] = set()  # the trial's applications
+        for watch in (self._testbeds, self._applications, self._drivers):
+            threading.Thread(target=watch, daemon=True).start()
+
+    def follow(self, job: str, started: float, stages: Stages) -> None:
+        with self._lock:
+            self._job, self._started, self._stages = job, started, stages
+
+    def _seen(self, stage: str, job: str | None = None, app: str | None = None) -> None:
+        with self._lock:
+            if (job is not None and job == self._job) or (app is not None and app in self._apps):
+                self._stages.record(stage, time.monotonic() - self._started)
+
+    def _events(self, resource: Any, labels: dict[str, Any] | None = None) -> Iterator[Any]:
+        client = Client(config=KubeConfig.from_file(self._kubeconfig))
+        for _, obj in client.watch(resource, namespace=NAMESPACE, labels=labels):
+            yield obj
+
+    def _testbeds(self) -> None:
+        for testbed in self._events(TestbedResource):
+            for slot in (testbed.status or {}).get("slots", []):
+                if slot.get("state") == "Reserved" and slot.get("job"):
+                    self._seen("reserved", job=slot["job"])
+
+    def _applications(self) -> None:
+        for app in self._events(SPARK_APPLICATION):
+            job = (app.metadata.annotations or {}).get(JOB_ANNOTATION)
+            with self._lock:
+                if job == self._job:
+                    self._apps.add(app.metadata.name)
+            self._seen("application", job=job)
+
+    def _drivers(self) -> None:
+        for pod in self._events(Pod, {"spark-role": "driver"}):
+            app = (pod.metadata.labels or {}).get(SPARK_KIND.pod_label)
+            self._seen("driver created", app=app)
+            if pod.status is not None and pod.status.phase == "Running":
+                self._seen("driver running", app=app)
 
 
 def _running(
@@ -129,19 +185,22 @@ def _baseline(client: Client, nodes: list[str], trial: str) -> float:
     return seconds
 
 
-def _trial(stack: Stack, job: str, executors: int, slot_nodes: dict[int, str]) -> tuple[float, list[str], Stages]:
+def _trial(
+    stack: Stack, timeline: Timeline, job: str, executors: int, slot_nodes: dict[int, str]
+) -> tuple[float, list[str], Stages]:
     """One job's Scheduling until all its executors run in their slots: seconds, the nodes they ran on, and
     when its executors were all created and all bound on the way (hold, reservation, application, simulated
     operator and driver before the first; filter and binding before the second)."""
     cluster, client = stack.cluster, stack.client
     _create(cluster, {"apiVersion": API_VERSION, "kind": "BatchJob", "metadata": {"name": job},
                       "spec": {"sparkSpec": SPARK}})  # fmt: skip
-    scheduling = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
-    started = time.monotonic()
-    _create(cluster, {"apiVersion": API_VERSION, "kind": "Scheduling", "metadata": {"name": job},
-                      "spec": scheduling})  # fmt: skip
-    selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+    spec = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
+    scheduling = SchedulingResource(metadata=ObjectMeta(name=job, namespace=NAMESPACE), spec=spec)
     stages = Stages()
+    started = time.monotonic()  # the Scheduling is sent by this process's client, as the baseline's pods are
+    timeline.follow(job, started, stages)
+    client.create(scheduling)
+    selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
     pods: list[Pod] = _wait(
         f"the executors of {job} to run", lambda: _running(client, selector, executors, stages, started)
     )
@@ -190,7 +249,7 @@ def _stages(trials: list[Stages]) -> str:
         times = [t.seen[stage] for t in trials if stage in t.seen]
         if times:
             parts.append(f"{stage} {statistics.median(times):.2f}s")
-    return "    executors all ... (p50, seconds after the Scheduling's creation): " + ", ".join(parts)
+    return "    reached (p50, seconds after the Scheduling's creation): " + ", ".join(parts)
 
 
 def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | None, *, before: bool) -> None:
@@ -213,12 +272,13 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
         base_seconds: dict[bool, list[float]] = {swap: [] for swap in paths}
         stages: dict[bool, list[Stages]] = {swap: [] for swap in paths}
         scheduler = stack.scheduler
+        timeline = Timeline(cluster.kubeconfig)
         for trial in range(jobs):
             for swap in paths:
                 if before:
                     scheduler = _scheduler(cluster, scheduler, swap=swap)
                 job = f"job-{trial}{'' if swap else '-before'}"
-                esi, placed, seen = _trial(stack, job, executors, slot_nodes)
+                esi, placed, seen = _trial(stack, timeline, job, executors, slot_nodes)
                 seconds[swap].append(esi)
                 stages[swap].append(seen)
                 base_seconds[swap].append(_baseline(client, placed, f"{trial}-{int(swap)}"))

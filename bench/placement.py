@@ -93,6 +93,10 @@ def _place(client: Client, pods: list[Pod], run: str) -> tuple[float, list[Pod]]
     started = time.monotonic()
     for manifest in pods:
         client.create(manifest)
+    print(
+        f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created (one by one: this bounds the run too)",
+        flush=True,
+    )
     last = -1
     while True:
         running = [

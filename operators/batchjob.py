@@ -49,14 +49,23 @@ from kube.errors import Refusal, ignore
 from kube.indexes import index
 from kube.resources import BatchJobResource
 from kube.writes import create, write_status
-from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
+from operators.daemons import (
+    CHAIN_DEBOUNCE_SECONDS,
+    DAEMON_EXIT_SECONDS,
+    HoldKey,
+    Wakeups,
+    first,
+    hold_of,
+    holds,
+    post_events,
+)
 from operators.scheduling import testbed_tables
 
 __all__: list[str] = []
 
 Key = tuple[str, str]  # (namespace, name)
 RETRY = RetryPolicy()  # the defaults of a Scheduling's retry policy
-_wakeups = Wakeups("batchjob")
+_wakeups = Wakeups("batchjob", CHAIN_DEBOUNCE_SECONDS)
 
 
 def _resource(kind: ApplicationKind) -> Any:
@@ -198,6 +207,12 @@ async def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
         _wakeups.wake([(namespace or "", hold.held)])
 
 
+@kopf.on.event(GROUP, VERSION, "testbeds")
+async def _testbed_changed(*, namespace: str | None, **_: Any) -> None:
+    # Its slot table may now list a waiting job's slots (the jobs are not known by Testbed here: a namespace's).
+    _wakeups.wake_where(lambda key: isinstance(key, tuple) and key[0] == (namespace or ""))
+
+
 @kopf.on.event(GROUP, VERSION, "schedulings")
 async def _scheduling_changed(*, namespace: str | None, status: kopf.Status, spec: kopf.Spec, **_: Any) -> None:
     names = {job.get("name") for job in status.get("jobs", [])} | {
@@ -288,6 +303,15 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     )
 
 
+def _slots_listed(namespace: str, job: str, holder: Holder | None, caches: _Caches) -> bool:
+    """Whether the holder's Testbed lists each of the holder's slots as ``job``'s (where the extender reads them)."""
+    if holder is None or not holder.slots:
+        return True
+    raw = first(caches.testbeds.get((namespace, holder.testbed)))
+    rows = {slot.get("id"): slot for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
+    return all((row := rows.get(slot)) is not None and row.get("job") == job for slot in holder.slots)
+
+
 def _slot_nodes(namespace: str, holder: Holder | None, caches: _Caches) -> tuple[str, ...]:
     """The nodes of the holder's slots, by the Testbed's slot table; () when it does not list them all."""
     if holder is None or not holder.slots:
@@ -346,6 +370,7 @@ async def _reconcile(
         leftover_pods=len(pods),
         slot_nodes=slot_nodes,
         neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on(nodes)),
+        slots_listed=_slots_listed(namespace, name, holder, caches),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)

@@ -23,6 +23,7 @@ from kube.indexes import index
 from kube.writes import StaleView
 
 __all__ = [
+    "CHAIN_DEBOUNCE_SECONDS",
     "CHANGE_HANDLED_KINDS",
     "DAEMON_EXIT_SECONDS",
     "DEBOUNCE_SECONDS",
@@ -31,6 +32,7 @@ __all__ = [
     "ChangeHandledDiffBase",
     "HoldKey",
     "Wakeups",
+    "debounce",
     "first",
     "hold_of",
     "holds",
@@ -38,7 +40,11 @@ __all__ = [
 ]
 
 RESYNC_SECONDS = 30.0
+# At most one decision per object this often, so that a burst of events is decided together: a Testbed's
+# come in bursts (its pods); a Scheduling's and a BatchJob's one at a time along the way from a Scheduling to
+# its application, where every wait adds to the time until a job runs.
 DEBOUNCE_SECONDS = 0.1
+CHAIN_DEBOUNCE_SECONDS = 0.02
 # How long kopf lets a daemon end by itself (it does at once: ``Wakeups.run``) before cancelling it.
 DAEMON_EXIT_SECONDS = 2.0
 FINALIZER = f"{GROUP}/release"  # a Scheduling's: its holds are let go before it is gone
@@ -98,8 +104,9 @@ def hold_of(held: Mapping[HoldKey, Iterable[Hold]], namespace: str, kind: HoldKi
 class Wakeups:
     """Per-object daemons of one reconciler, and the events that make them decide again."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, debounce_seconds: float = DEBOUNCE_SECONDS) -> None:
         self.what = what
+        self.debounce_seconds = debounce_seconds
         self._events: dict[Hashable, asyncio.Event] = {}
 
     def wake(self, keys: Iterable[Hashable] | None = None) -> None:
@@ -129,25 +136,36 @@ class Wakeups:
             wake.set()
 
         watching_stop = asyncio.create_task(wake_when_stopped())
+        loop = asyncio.get_running_loop()
         try:
             while not stopped:
                 wake.clear()
                 again: float | None = None
+                stale = False
                 try:
                     again = await decide()
-                except StaleView:  # e.g. kopf added its finalizer meanwhile: decide again on the newer view
+                except StaleView:  # e.g. kopf wrote to the object meanwhile: decide again on the newer view,
+                    # as soon as its event wakes the daemon (or after a debounce, if none does)
                     logger.debug(f"{self.what} {key}: changed while deciding; deciding again")
-                    again = 0.0
+                    again, stale = self.debounce_seconds, True
                 except ApiError as err:  # retried on the next wake-up or resync
                     logger.warning(f"{self.what} {key}: {err.status.message}")
+                decided_at = loop.time()
                 timeout = RESYNC_SECONDS if again is None else max(min(again, RESYNC_SECONDS), 0.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=timeout)
-                if not stopped:
-                    await asyncio.sleep(DEBOUNCE_SECONDS)
+                if not stopped and not stale:
+                    await asyncio.sleep(debounce(decided_at, loop.time(), self.debounce_seconds))
         finally:
             watching_stop.cancel()
             self._events.pop(key, None)
+
+
+def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS) -> float:
+    """Seconds to wait before deciding again, woken at ``now`` after a decision at ``decided_at``: none for a
+    wake-up after a quiet spell (a lone event is decided at once), the rest of the debounce ``seconds``
+    otherwise."""
+    return max(decided_at + seconds - now, 0.0)
 
 
 def post_events(body: kopf.Body, events: Iterable[Event]) -> None:

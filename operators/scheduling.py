@@ -41,12 +41,21 @@ from kube.errors import Refusal, ignore, refusal
 from kube.indexes import index
 from kube.resources import SchedulingResource
 from kube.writes import write_status
-from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
+from operators.daemons import (
+    CHAIN_DEBOUNCE_SECONDS,
+    DAEMON_EXIT_SECONDS,
+    HoldKey,
+    Wakeups,
+    first,
+    hold_of,
+    holds,
+    post_events,
+)
 
 __all__: list[str] = []
 
 Key = tuple[str, str]  # (namespace, name)
-_wakeups = Wakeups("scheduling")
+_wakeups = Wakeups("scheduling", CHAIN_DEBOUNCE_SECONDS)
 
 
 # --- caches ------------------------------------------------------------------------------------------

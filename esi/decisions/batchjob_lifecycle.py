@@ -126,6 +126,9 @@ class BatchJobObservation:
     leftover_pods: int = 0  # pods of the job's application that are still there (terminating)
     slot_nodes: tuple[str, ...] = ()  # the nodes of the holder's slots, from its Testbed's slot table
     neighbours: tuple[Neighbour, ...] = ()  # other jobs on the nodes of the job's runs
+    # Whether the Testbed's slot table lists every one of the holder's slots as the job's: the extender gives an
+    # executor only such a slot, so the application (and its executors) waits for it.
+    slots_listed: bool = True
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,12 @@ class _Step:
     def _without_application(self, holder: Holder) -> None:
         if self.status.state in (BatchJobState.SCHEDULED, BatchJobState.RUNNING):
             self._finish(BatchJobState.FAILED, RunOutcome.FAILED, "the application disappeared while it ran")
+        elif holder.slots and not self.observation.slots_listed:
+            slots = ", ".join(map(str, holder.slots))
+            self.update(
+                state=BatchJobState.QUEUED,
+                message=f"slots {slots} reserved; waiting for testbed {holder.testbed} to list them as this job's",
+            )
         elif holder.slots:
             # Also when Submitted: a just-created application may not be visible yet, and creating it again
             # is harmless (it already exists, or it never ran).

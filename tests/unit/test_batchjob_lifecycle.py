@@ -105,6 +105,14 @@ def test_spark_happy_path_from_ready_to_ready_again() -> None:
     assert decisions[-1].status.run_count == 1
 
 
+def test_the_application_waits_until_the_testbed_lists_the_reserved_slots_as_the_jobs() -> None:
+    decisions = run([BatchJobObservation(HOLDER, None, slots_listed=False), BatchJobObservation(HOLDER, None)])
+
+    assert states(decisions) == ["Queued", "Submitted"]
+    assert [d.actions for d in decisions] == [(), (CreateApplication("tb", (0, 2)),)]
+    assert decisions[0].status.message == "slots 0, 2 reserved; waiting for testbed tb to list them as this job's"
+
+
 def test_a_flink_application_is_deleted_once_its_run_is_recorded_and_the_job_stays_succeeded() -> None:
     def flink(phase: ApplicationPhase, running: int = 0) -> ApplicationView:
         return replace(app(phase, bound=running, running=running, nodes=("n0",) * running), lingers=True)

@@ -18,7 +18,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
 from kube.writes import StaleView, create, write_status
-from operators.daemons import Wakeups
+from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
@@ -41,6 +41,15 @@ def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> No
         return decisions
 
     assert asyncio.run(scenario()) == ["decided", "decided"]
+
+
+@pytest.mark.parametrize(
+    ("woken_after", "wait"),
+    [(5.0, 0.0), (DEBOUNCE_SECONDS, 0.0), (0.0, DEBOUNCE_SECONDS), (DEBOUNCE_SECONDS / 4, DEBOUNCE_SECONDS * 3 / 4)],
+    ids=["after a quiet spell", "just at the end", "right after", "soon after"],
+)
+def test_a_lone_wake_up_is_decided_at_once_and_a_burst_once_per_debounce(woken_after: float, wait: float) -> None:
+    assert debounce(100.0, 100.0 + woken_after) == pytest.approx(wait)
 
 
 def test_a_decision_on_a_stale_view_is_made_again_at_once_without_a_warning(
@@ -69,6 +78,33 @@ def test_a_decision_on_a_stale_view_is_made_again_at_once_without_a_warning(
     with caplog.at_level(logging.DEBUG, logger="test"):
         assert asyncio.run(scenario()) == 2
     assert [r.levelname for r in caplog.records] == ["DEBUG"]
+
+
+def test_a_decision_on_a_stale_view_is_made_again_when_the_newer_view_arrives_without_a_debounce() -> None:
+    async def scenario() -> int:
+        wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
+        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+        decided = asyncio.Event()
+        attempts = 0
+
+        async def decide() -> float | None:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                raise StaleView("thing: resourceVersion is no longer 1")
+            decided.set()
+            return None
+
+        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
+        while attempts == 0:
+            await asyncio.sleep(0.01)
+        wakeups.wake(["key"])  # the newer version's event
+        await asyncio.wait_for(decided.wait(), timeout=5)
+        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+        await asyncio.wait_for(daemon, timeout=1)
+        return attempts
+
+    assert asyncio.run(scenario()) == 2
 
 
 class RefusingClient:
