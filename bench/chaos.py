@@ -155,7 +155,8 @@ class ExecutorWatch:
         phase = pod.status.phase if pod.status is not None else None
         with self._lock:
             binding = self.bindings.setdefault(name, Binding(name, labels.get(JOB_LABEL, ""), None))
-            binding.slot = slot_of(labels) if binding.slot is None else binding.slot  # the extender labels it
+            slot = slot_of(pod.metadata.annotations or {})  # the extender records it on the Binding
+            binding.slot = slot if binding.slot is None else binding.slot
             if node and binding.bound is None:
                 binding.node, binding.bound = node, now
             ending = deleted or pod.metadata.deletionTimestamp is not None or phase in ("Succeeded", "Failed")

@@ -52,59 +52,43 @@ def test_a_lone_wake_up_is_decided_at_once_and_a_burst_once_per_debounce(woken_a
     assert debounce(100.0, 100.0 + woken_after) == pytest.approx(wait)
 
 
-def test_a_decision_on_a_stale_view_is_made_again_at_once_without_a_warning(
+async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> int:
+    """A daemon whose first decision meets a stale view; how many decisions until one is made (``woken``: the
+    newer version's event wakes it after the stale view)."""
+    stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+    decided = asyncio.Event()
+    attempts = 0
+
+    async def decide() -> float | None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise StaleView("thing: resourceVersion is no longer 1")
+        decided.set()
+        return None
+
+    daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
+    while attempts == 0:
+        await asyncio.sleep(0.01)
+    if woken:
+        wakeups.wake(["key"])
+    await asyncio.wait_for(decided.wait(), timeout=5)  # the resync is 30 s away: only the stale view asks
+    stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+    await asyncio.wait_for(daemon, timeout=1)
+    return attempts
+
+
+def test_a_decision_on_a_stale_view_is_made_again_after_a_debounce_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def scenario() -> int:
-        wakeups = Wakeups("thing")
-        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
-        decided = asyncio.Event()
-        attempts = 0
-
-        async def decide() -> float | None:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                raise StaleView("thing: resourceVersion is no longer 1")
-            decided.set()
-            return None
-
-        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
-        await asyncio.wait_for(decided.wait(), timeout=5)  # no wake-up: only the stale view asks (resync is 30 s)
-        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
-        await asyncio.wait_for(daemon, timeout=1)
-        return attempts
-
     with caplog.at_level(logging.DEBUG, logger="test"):
-        assert asyncio.run(scenario()) == 2
+        assert asyncio.run(stale_then_decided(Wakeups("thing"), woken=False)) == 2
     assert [r.levelname for r in caplog.records] == ["DEBUG"]
 
 
 def test_a_decision_on_a_stale_view_is_made_again_when_the_newer_view_arrives_without_a_debounce() -> None:
-    async def scenario() -> int:
-        wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
-        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
-        decided = asyncio.Event()
-        attempts = 0
-
-        async def decide() -> float | None:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                raise StaleView("thing: resourceVersion is no longer 1")
-            decided.set()
-            return None
-
-        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
-        while attempts == 0:
-            await asyncio.sleep(0.01)
-        wakeups.wake(["key"])  # the newer version's event
-        await asyncio.wait_for(decided.wait(), timeout=5)
-        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
-        await asyncio.wait_for(daemon, timeout=1)
-        return attempts
-
-    assert asyncio.run(scenario()) == 2
+    wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
+    assert asyncio.run(stale_then_decided(wakeups, woken=True)) == 2
 
 
 class RefusingClient:
