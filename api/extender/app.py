@@ -49,6 +49,7 @@ def create_extender_app(
         lifespan=lifespan,
     )
     app.state.slot_index = slot_index
+    app.state.recordings = set()  # slot records being written (routes._record_ghostless_binding)
     app.include_router(routes.router)
     measure(app, EXTENDER_LATENCY)
     health.install(app, lambda: [])

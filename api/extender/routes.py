@@ -6,6 +6,7 @@ parse is the caller's error: HTTP 400 naming each offending field, never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
@@ -64,6 +65,18 @@ async def _record_new_binding(request: Request, index: SlotIndex, pod: Schedulin
         await recorder(*binding)
 
 
+def _record_ghostless_binding(request: Request, index: SlotIndex, pod: SchedulingPod) -> None:
+    """Start recording a pod's new slot that has no ghost to evict: no preemption comes for it, and a scheduler
+    without the bind verb binds it by itself. Not waited for: the filter runs in the scheduler's cycle."""
+    binding = index.take_unrecorded(pod_key(pod), ghostless=True)
+    recorder: BindingRecorder | None = getattr(request.app.state, "binding_recorder", None)
+    if binding is not None and recorder is not None:
+        writes: set[asyncio.Task[None]] = request.app.state.recordings
+        task = asyncio.create_task(recorder(*binding))
+        writes.add(task)
+        task.add_done_callback(writes.discard)
+
+
 def _name(pod: SchedulingPod) -> str:
     return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
@@ -72,6 +85,7 @@ def _name(pod: SchedulingPod) -> str:
 async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
     answer = index.filter(args)
+    _record_ghostless_binding(request, index, args.pod)
     if is_executor(args.pod.metadata.labels):  # one line per decision about an executor: what placed it, or why not
         log.info("filter %s: %s", _name(args.pod), answer.error or f"node {answer.node_names}")
     return JSONResponse(answer.model_dump(mode="json"))

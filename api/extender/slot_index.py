@@ -144,10 +144,20 @@ class SlotIndex:
             elif uid in self._slot_of:
                 self._released_at[uid] = when
 
-    def take_unrecorded(self, uid: str) -> tuple[str, str, int] | None:
-        """The pod's binding if it is new (handed out once), as (namespace, pod name, slot id), to record."""
+    def take_unrecorded(self, uid: str, *, ghostless: bool = False) -> tuple[str, str, int] | None:
+        """The pod's binding if it is new (handed out once), as (namespace, pod name, slot id), to record;
+        ``ghostless``: only if its slot has no ghost known here (nothing to evict, so no preemption comes, and a
+        scheduler that binds by itself would bind the pod unrecorded)."""
         with self._lock:
-            return self._unrecorded.pop(uid, None)
+            binding = self._unrecorded.get(uid)
+            if binding is None:
+                return None
+            if ghostless:
+                bound = self._slot_of.get(uid)
+                slot = self._slots.get(bound[0], {}).get(bound[1]) if bound is not None else None
+                if slot is not None and slot.ghost_uid:
+                    return None
+            return self._unrecorded.pop(uid)
 
     def restore(self, uid: str, namespace: str, testbed: str, slot: int, released_at: datetime | None = None) -> bool:
         """Take back a binding recorded on a pod (after a restart), which a finished pod holds until

@@ -232,3 +232,14 @@ def test_a_relist_or_a_deletion_ends_the_wait() -> None:
 
     assert slots.plan_binding("uid-e1", "n1") == BindPlan(), "not listed as waiting: not an executor of ours now"
     assert slots.plan_binding("uid-e2", "n1") == BindPlan()
+
+
+def test_a_new_binding_to_a_slot_without_a_ghost_is_handed_out_at_filter_for_recording() -> None:
+    slots = index()
+    slots.filter(filter_args(executor_pod("e1")))
+    assert slots.take_unrecorded("uid-e1", ghostless=True) is None, "a ghost to evict: a preemption records it"
+    slots.update_slots("ns", "tb", [IndexedSlot(4, "n1", SlotState.RESERVED, job="j")])  # slot 4's ghost is gone
+    slots.filter(filter_args(executor_pod("e2")))
+
+    assert slots.take_unrecorded("uid-e2", ghostless=True) == ("ns", "e2", 4)
+    assert slots.take_unrecorded("uid-e1") == ("ns", "e1", 1), "still handed out once, to the preemption"
