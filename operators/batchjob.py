@@ -9,7 +9,7 @@ deletes it when the job is released, and is the only writer of the BatchJob's st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -303,23 +303,24 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     )
 
 
-def _slots_listed(namespace: str, job: str, holder: Holder | None, caches: _Caches) -> bool:
-    """Whether the holder's Testbed lists each of the holder's slots as ``job``'s (where the extender reads them)."""
-    if holder is None or not holder.slots:
-        return True
+def _holder_rows(namespace: str, holder: Holder | None, caches: _Caches) -> list[Mapping[str, Any] | None]:
+    """The rows of the holder's slots in its Testbed's slot table (None: a slot the table does not list)."""
+    if holder is None:
+        return []
     raw = first(caches.testbeds.get((namespace, holder.testbed)))
-    rows = {slot.get("id"): slot for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
-    return all((row := rows.get(slot)) is not None and row.get("job") == job for slot in holder.slots)
+    table = {slot.get("id"): slot for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
+    return [table.get(slot) for slot in holder.slots]
 
 
-def _slot_nodes(namespace: str, holder: Holder | None, caches: _Caches) -> tuple[str, ...]:
+def _slots_listed(job: str, rows: Sequence[Mapping[str, Any] | None]) -> bool:
+    """Whether the Testbed lists each of the holder's slots as ``job``'s (where the extender reads them)."""
+    return all(row is not None and row.get("job") == job for row in rows)
+
+
+def _slot_nodes(rows: Sequence[Mapping[str, Any] | None]) -> tuple[str, ...]:
     """The nodes of the holder's slots, by the Testbed's slot table; () when it does not list them all."""
-    if holder is None or not holder.slots:
-        return ()
-    raw = first(caches.testbeds.get((namespace, holder.testbed)))
-    table = {slot.get("id"): slot.get("nodeName") for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
-    nodes = [table.get(slot) for slot in holder.slots]
-    return tuple(sorted({str(n) for n in nodes})) if all(nodes) else ()
+    nodes = [row.get("nodeName") if row is not None else None for row in rows]
+    return tuple(sorted({str(n) for n in nodes})) if nodes and all(nodes) else ()
 
 
 def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> SlotAssignment | str:
@@ -361,7 +362,8 @@ async def _reconcile(
     pods = list(caches.pods[kind.kind].get(key, ()))
     application = view_of_application(raw_application, pods) if raw_application is not None else None
     holder = _holder(key, caches)
-    slot_nodes = _slot_nodes(namespace, holder, caches)
+    rows = _holder_rows(namespace, holder, caches)
+    slot_nodes = _slot_nodes(rows)
     last_run = job.status.runs[-1].nodes if job.status is not None and job.status.runs else []
     nodes = {*(application.nodes if application else ()), *slot_nodes, *last_run}
     observation = BatchJobObservation(
@@ -370,7 +372,7 @@ async def _reconcile(
         leftover_pods=len(pods),
         slot_nodes=slot_nodes,
         neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on(nodes)),
-        slots_listed=_slots_listed(namespace, name, holder, caches),
+        slots_listed=_slots_listed(name, rows),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)

@@ -83,8 +83,7 @@ class IndexView:
 
     def __init__(self, index: SlotIndex) -> None:
         self._index = index
-        self._testbeds: dict[TestbedKey, tuple[Slot, ...] | None] = {}  # None: a status esi cannot read
-        self._rows: dict[TestbedKey, dict[int, Slot]] = {}  # each readable slot table by slot id
+        self._testbeds: dict[TestbedKey, dict[int, Slot] | None] = {}  # slot table by id; None: not readable
         self._named: dict[TestbedKey, dict[str, int]] = {}  # the slot id each pod name in a table is given
         self._ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}  # by ghost pod name, per Testbed
 
@@ -93,16 +92,16 @@ class IndexView:
     def testbed_changed(self, namespace: str, name: str, status: Mapping[str, Any] | None) -> None:
         key = (namespace, name)
         slots = _readable_slots(key, status)
-        if key in self._testbeds and self._testbeds[key] == slots:
+        rows = None if slots is None else {slot.id: slot for slot in slots}
+        if key in self._testbeds and self._testbeds[key] == rows:
             return
-        self._testbeds[key] = slots
-        self._rows[key] = {slot.id: slot for slot in slots or ()}
+        self._testbeds[key] = rows
         self._named[key] = {slot.pod: slot.id for slot in slots or () if slot.pod}
         self._publish(key)
 
     def testbed_deleted(self, namespace: str, name: str) -> None:
-        for seen in (self._testbeds, self._rows, self._named):
-            seen.pop((namespace, name), None)
+        self._testbeds.pop((namespace, name), None)
+        self._named.pop((namespace, name), None)
         self._index.remove_testbed(namespace, name)
 
     def testbeds_listed(self, testbeds: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> None:
@@ -149,7 +148,7 @@ class IndexView:
         """
         ghosts: dict[TestbedKey, dict[str, GhostPod]] = {}
         running: set[str] = set()
-        pods = list(pods)
+        waiting: set[str] = set()
         for pod in pods:
             facts = _pod_facts(pod)
             if facts is None:
@@ -159,10 +158,12 @@ class IndexView:
                 ghosts.setdefault(key, {})[name] = _ghost(pod, uid)
                 continue
             running.add(uid)
+            if _waiting(pod):
+                waiting.add(uid)
             self._restore(pod, key, uid, _room_held_until(pod, phase))
         for uid in set(bound_before) - running:
             self._index.forget_pod(uid)
-        self._index.pods_read(pod.metadata.uid for pod in pods if pod.metadata and pod.metadata.uid and _waiting(pod))
+        self._index.pods_read(waiting)
         changed = [key for key in self._ghosts.keys() | ghosts.keys() if self._ghosts.get(key) != ghosts.get(key)]
         self._ghosts = ghosts
         for key in changed:
@@ -191,8 +192,8 @@ class IndexView:
         """Ghost ``name`` changed from ``before`` to ``after`` (None: none): only the slots it was or is said to
         hold are joined again (``indexed_slots``), with the ghosts that can be theirs — a slot's ghost is the
         one its table row names, or the one carrying its slot id, and ghosts are named after their slot."""
-        rows = self._rows.get(key)
-        if rows is None or self._testbeds.get(key) is None:
+        rows = self._testbeds.get(key)
+        if rows is None:  # not seen yet, or not readable
             self._publish(key)
             return
         ids = {g.slot for g in (before, after) if g is not None and g.slot is not None}
@@ -206,11 +207,11 @@ class IndexView:
     def _publish(self, key: TestbedKey) -> None:
         if key not in self._testbeds:  # ghosts of a Testbed not seen yet wait for it
             return
-        slots = self._testbeds[key]
-        if slots is None:
+        rows = self._testbeds[key]
+        if rows is None:
             self._index.remove_testbed(*key)
         else:
-            self._index.replace_testbed(*key, indexed_slots(slots, self._ghosts.get(key, {})))
+            self._index.replace_testbed(*key, indexed_slots(rows.values(), self._ghosts.get(key, {})))
 
 
 def _readable_slots(key: TestbedKey, status: Mapping[str, Any] | None) -> tuple[Slot, ...] | None:
