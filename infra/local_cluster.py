@@ -24,10 +24,12 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from infra import commands, toolchain
 
@@ -49,6 +51,10 @@ API_SERVER_SERVICE_NAMES = (
 DEFAULT_WORKDIR = toolchain.REPO_ROOT / ".esi" / "kwok"
 # Seconds a first ``create`` waits for the control plane before starting it afresh (it takes about 5).
 FIRST_ATTEMPT_TIMEOUT = 60.0
+# Held by whoever runs kwokctl create or start on this machine. kwokctl gives a new cluster the highest
+# loopback ports below 32767 that nothing listens on, so two creates at once can pick the same port, and a
+# create can pick a port of a cluster whose control plane is stopped.
+KWOKCTL_LOCK = Path(tempfile.gettempdir()) / "esi-kwokctl-create.lock"
 KWOKCTL_BINARIES = {
     "kubeApiserverBinary": "kube-apiserver",
     "kubeControllerManagerBinary": "kube-controller-manager",
@@ -69,6 +75,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _listen_on(port: int) -> socket.socket | None:
+    """A socket listening on loopback ``port``, or None when another process listens there."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port left in TIME_WAIT is free
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 @dataclass(frozen=True)
@@ -160,27 +179,10 @@ class LocalCluster:
         ClusterNetwork(self).stop()
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
-        _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
+        self._stop_control_plane()
 
-    def start(self, *, timeout: float = 180) -> None:
-        """Start the control plane of a cluster that exists but is stopped (``stop``, or a reboot).
-
-        Processes started with ``start_process`` are not restarted: their owners start them again.
-        """
-        try:
-            _run(
-                [toolchain.binary("kwokctl"), "start", "cluster", "--name", self.name, "--wait", f"{int(timeout)}s"],
-                env=self._kwokctl_env(),
-                timeout=timeout + 30,
-            )
-            self._wait_for_api(timeout)
-        except ClusterError as err:
-            raise ClusterError(f"{err}\n{self.logs_tail()}") from err
-
-    def restart_control_plane(self, *, timeout: float = 180) -> None:
-        """Stop its control plane (etcd, kube-apiserver, controller manager, scheduler, KWOK) and start it again,
-        as a crash of the control plane would, keeping etcd's data; processes of ``start_process`` keep
-        running and see the API server go away and come back."""
+    def _stop_control_plane(self) -> None:
+        """Stop the control plane's processes and wait until they are gone (a minute, then SIGKILL)."""
         control_plane = self._control_plane_pids()
         _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
         # kwokctl signals them and returns; a kube-apiserver still shutting down holds its port.
@@ -192,7 +194,84 @@ class LocalCluster:
                         os.kill(pid, signal.SIGKILL)
                 break
             time.sleep(0.1)
-        self.start(timeout=timeout)
+
+    def start(self, *, timeout: float = 180) -> None:
+        """Start the control plane of a cluster that exists but is stopped (``stop``, or a reboot).
+
+        Processes started with ``start_process`` are not restarted: their owners start them again.
+        """
+        self._start(timeout, held=[])
+
+    def _start(self, timeout: float, held: Sequence[socket.socket]) -> None:
+        """Let go of the ``held`` ports and start the control plane on them, before any other kwokctl create
+        or start of this machine may pick a port."""
+        try:
+            with commands.exclusive(KWOKCTL_LOCK):
+                for sock in held:
+                    sock.close()
+                self._check_ports_free()
+                _run(
+                    [
+                        toolchain.binary("kwokctl"),
+                        "start",
+                        "cluster",
+                        "--name",
+                        self.name,
+                        "--wait",
+                        f"{int(timeout)}s",
+                    ],
+                    env=self._kwokctl_env(),
+                    timeout=timeout + 30,
+                )
+            self._wait_for_api(timeout)
+        except ClusterError as err:
+            raise ClusterError(f"{err}\n{self.logs_tail()}") from err
+
+    def restart_control_plane(self, *, timeout: float = 180) -> None:
+        """Stop its control plane (etcd, kube-apiserver, controller manager, scheduler, KWOK) and start it again,
+        as a crash of the control plane would, keeping etcd's data; processes of ``start_process`` keep
+        running and see the API server go away and come back."""
+        with self.control_plane_down(timeout=timeout):
+            pass
+
+    @contextlib.contextmanager
+    def control_plane_down(self, *, timeout: float = 180) -> Iterator[None]:
+        """Its control plane stopped (etcd's data kept) for the body, started again after it.
+
+        While it is down this process listens on its ports, so that no cluster created meanwhile takes one.
+        """
+        self._stop_control_plane()
+        held = [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
+        try:
+            yield
+            self._start(timeout, held)
+        finally:
+            for sock in held:
+                sock.close()
+
+    def _control_plane_ports(self) -> dict[str, int]:
+        """The ports kwokctl gave the control plane's components, by ``<component>/<port name>``."""
+        config = next(yaml.safe_load_all((self.directory / "kwok.yaml").read_text()))
+        return {
+            f"{component['name']}/{port.get('name', port['port'])}": int(port["port"])
+            for component in config.get("components") or []
+            for port in component.get("ports") or []
+        }
+
+    def _check_ports_free(self) -> None:
+        """ClusterError naming each of the control plane's ports another process listens on."""
+        taken = []
+        for what, port in self._control_plane_ports().items():
+            sock = _listen_on(port)
+            if sock is None:
+                taken.append(f"{port} ({what})")
+            else:
+                sock.close()
+        if taken:
+            raise ClusterError(
+                f"cluster {self.name!r} cannot start: another process listens on its port {', '.join(taken)}; "
+                f"stop it (`ss -ltnp` names it), or delete this cluster and create it again"
+            )
 
     def _control_plane_pids(self) -> list[int]:
         """The pids kwokctl recorded for the control plane's components."""
@@ -268,10 +347,8 @@ class LocalCluster:
             self.add_nodes(nodes, timeout=timeout)
 
     def _create_control_plane(self, config_path: Path, timeout: float) -> None:
-        # One kwokctl create at a time on a machine: two at once can pick the same free port, and one of
-        # them then waits for a control plane that never comes up.
         try:
-            with commands.exclusive(Path(tempfile.gettempdir()) / "esi-kwokctl-create.lock"):
+            with commands.exclusive(KWOKCTL_LOCK):
                 _run(
                     [
                         toolchain.binary("kwokctl"),
@@ -462,12 +539,13 @@ def child_pids(parent: int) -> list[int]:
 
 
 def process_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie (exited, not yet reaped by whoever adopted it) does not."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    """Whether any thread of ``pid`` runs. A zombie (exited, not yet reaped by whoever adopted it) does not; a
+    main thread that is a zombie while other threads still exit does, for they still hold its open files."""
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(OSError):
+            if stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                return True
+    return False
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -4,9 +4,12 @@ losing state, delete without leaving a process behind."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
-from infra.local_cluster import LocalCluster, NodeSpec
+import pytest
+
+from infra.local_cluster import ClusterError, LocalCluster, NodeSpec
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -49,3 +52,35 @@ def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
     assert not cluster.directory.exists()
     assert not set(helpers) & set(processes_mentioning("sleep 600")), "a process it started still runs"
     assert processes_mentioning(str(cluster.directory)) == [], "a process of the deleted cluster still runs"
+
+
+def test_a_cluster_created_while_another_is_down_takes_none_of_its_ports(tmp_path: Path, unique: str) -> None:
+    down = LocalCluster(f"down-{unique}", workdir=tmp_path / "kwok")
+    created = LocalCluster(f"new-{unique}", workdir=tmp_path / "kwok")
+    try:
+        down.create()
+        with down.control_plane_down():
+            assert not down.serving()
+            created.create()
+        assert down.serving()
+        assert created.serving()
+        shared = set(down._control_plane_ports().values()) & set(created._control_plane_ports().values())
+        assert shared == set()
+    finally:
+        created.delete()
+        down.delete()
+
+
+def test_a_control_plane_whose_port_another_process_took_says_so_at_start(tmp_path: Path, unique: str) -> None:
+    cluster = LocalCluster(f"taken-{unique}", workdir=tmp_path / "kwok")
+    try:
+        cluster.create()
+        cluster.stop()
+        port = cluster._control_plane_ports()["kube-apiserver/https"]
+        with socket.create_server(("127.0.0.1", port)), pytest.raises(ClusterError) as refused:
+            cluster.start(timeout=30)
+        assert f"another process listens on its port {port} (kube-apiserver/https)" in str(refused.value)
+        cluster.start()
+        assert cluster.serving()
+    finally:
+        cluster.delete()
