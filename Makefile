@@ -74,6 +74,7 @@ crds: venv ## regenerate crds/ from the models in esi/ (and crds/sim/ from sim/c
 bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender
 	$(BIN)/python -m bench.ghosts
+	$(BIN)/python -m bench.testbed_status
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.jobs
 	$(BIN)/python -m bench.api

