@@ -7,8 +7,9 @@ same client qps/burst — esi's second scheduler calling the extender (filter + 
 extender as the baseline and, unless ``--no-before``, one configured the earlier way (filter + preempt).
 
 esi run: a Testbed of ``--nodes`` full nodes (every slot's ghost fills its node), job k reserved the slots
-of node k; all executors are created at once and the clock stops when every one runs. Each needs the
-extender's filter answer and its bind call, which evicts the slot's ghost and binds the executor. Before run:
+of node k; all executors are created at once (``--creators`` threads, as many Spark drivers would create
+theirs) and the clock stops when every one runs. Each needs the extender's filter answer and its bind call,
+which evicts the slot's ghost and binds the executor. Before run:
 the same on a Testbed of its own, each executor needing a preemption of its slot's ghost, the ghost's
 deletion and a second scheduling cycle. Baseline run, same process: the same number of pods, same sizes,
 pinned by node selector to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
@@ -26,11 +27,12 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from lightkube import Client
+from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Pod
 
 from bench.processes import cpu_seconds, cpu_table
@@ -88,15 +90,29 @@ def _pod(name: str, scheduler: str, selector: dict[str, str], labels: dict[str, 
     return cast(Pod, Pod.from_dict(manifest))
 
 
-def _place(client: Client, pods: list[Pod], run: str) -> tuple[float, list[Pod]]:
+def _create(kubeconfig: Path, pods: list[Pod], creators: int) -> None:
+    """Create ``pods`` from ``creators`` threads at once, each with a client of its own (as many drivers
+    would); thread k creates pods k, k + creators, ..."""
+
+    def create_share(share: list[Pod]) -> None:
+        client = Client(KubeConfig.from_file(kubeconfig), field_manager="esi-bench")
+        try:
+            for manifest in share:
+                client.create(manifest)
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(creators) as pool:
+        for created in [pool.submit(create_share, pods[k::creators]) for k in range(creators)]:
+            created.result()
+
+
+def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[float, list[Pod]]:
     """Create ``pods`` (each labelled ``bench: run``) at once; seconds until all run, and the pods."""
+    client = stack.client
     started = time.monotonic()
-    for manifest in pods:
-        client.create(manifest)
-    print(
-        f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created (one by one: this bounds the run too)",
-        flush=True,
-    )
+    _create(stack.cluster.kubeconfig, pods, creators)
+    print(f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created ({creators} at a time)", flush=True)
     last = -1
     while True:
         running = [
@@ -261,7 +277,7 @@ class Placed:
     where: str
 
 
-def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler) -> Placed:
+def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler, creators: int) -> Placed:
     """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
     cpu, extender, scheduling, requests = (
         cpu_seconds(stack.cluster.directory),
@@ -269,7 +285,7 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
         _scheduler_buckets(scheduler),
         _api_requests(stack.cluster),
     )
-    seconds, running = _place(stack.client, pods, run)
+    seconds, running = _place(stack, pods, run, creators)
     where = [
         "  CPU time per component:",
         cpu_table(cpu, cpu_seconds(stack.cluster.directory), seconds),
@@ -284,7 +300,14 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
 
 
 def run(
-    nodes: int, per_node: int, qps: float, burst: int, keep_logs: Path | None = None, *, before: bool = True
+    nodes: int,
+    per_node: int,
+    qps: float,
+    burst: int,
+    keep_logs: Path | None = None,
+    *,
+    before: bool = True,
+    creators: int = 8,
 ) -> None:
     executors = nodes * per_node
     # Full nodes: the slots' ghosts take all of each testbed node.
@@ -312,7 +335,7 @@ def run(
             for k in range(nodes)
             for e in range(per_node)
         ]
-        base = _measured(stack, baseline, "baseline", plain)
+        base = _measured(stack, baseline, "baseline", plain, creators)
         print(base.where, flush=True)
 
         print(f"\nesi: {executors} executors into their reserved slots (filter, then bind in place of the ghost)")
@@ -321,11 +344,13 @@ def run(
             _executors("esi", "tb", SCHEDULER_NAME, TESTBED_NODE, nodes=nodes, per_node=per_node),
             "esi",
             stack.scheduler,
+            creators,
         )
         _check(esi.running, [f"tb-{i}" for i in range(nodes)], per_node)
         print(esi.where, flush=True)
         figures = [
-            f"{executors} pods, scheduler client qps {qps:g} / burst {burst}, {os.cpu_count()} cores, KWOK nodes:",
+            f"{executors} pods created {creators} at a time, scheduler client qps {qps:g} / burst {burst}, "
+            f"{os.cpu_count()} cores, KWOK nodes:",
             f"  esi (filter + swap at binding):     {esi.seconds:6.1f}s  {executors / esi.seconds:6.1f} pods/s"
             "  — every executor checked in its own slot",
         ]
@@ -336,6 +361,7 @@ def run(
                 _executors("before", "before", PREEMPTING, BEFORE_NODE, nodes=nodes, per_node=per_node),
                 "before",
                 preempting,
+                creators,
             )
             _check(earlier.running, [f"before-{i}" for i in range(nodes)], per_node)
             print(earlier.where, flush=True)
@@ -363,8 +389,22 @@ def main() -> None:
     parser.add_argument(
         "--no-before", dest="before", action="store_false", help="leave out the earlier path (preemption round)"
     )
+    parser.add_argument(
+        "--creators",
+        type=int,
+        default=8,
+        help="threads creating the pods (default: %(default)s)",
+    )
     args = parser.parse_args()
-    run(args.nodes, args.slots_per_node, args.qps, args.burst, args.keep_logs, before=args.before)
+    run(
+        args.nodes,
+        args.slots_per_node,
+        args.qps,
+        args.burst,
+        args.keep_logs,
+        before=args.before,
+        creators=args.creators,
+    )
 
 
 if __name__ == "__main__":

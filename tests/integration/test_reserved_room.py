@@ -80,6 +80,7 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
 
     with ordinary_stream(client, namespace, unique) as stream, observer(client, namespace) as seen:
         wait_for("ordinary pods waiting for room", lambda: stream.pending() >= 20, timeout=120)
+        created_before = stream.created
         for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE)):
             client.create(
                 executor_pod(
@@ -91,17 +92,19 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
                 )
             )
         running = wait_for(f"{total} executors to run", lambda: running_executors(client, namespace, total), 300)
+        came_meanwhile = stream.created - created_before
         time.sleep(2)  # the stream and the observer go on a little after the last swap
 
     extra = sum((cpu - NODE_CPU for cpu, _ in seen.overcommitted.values()), Decimal(0))
     record_property(
         "figure",
         f"  {total} executors took their slots while {stream.created} ordinary pods came and went "
-        f"({stream.pending_at_most} waiting for room at most), {seen.snapshots} snapshots of every node:\n"
+        f"({came_meanwhile} while the executors took their slots, {stream.pending_at_most} waiting for room at "
+        f"most), {seen.snapshots} snapshots of every node:\n"
         f"  ordinary pods got reserved room on {len(seen.overcommitted)} of {NODES} nodes, {extra} cpu in all",
     )
     assert seen.snapshots > 20, "the observer saw too little to tell"
-    assert stream.created > 150, "too few ordinary pods competed"
+    assert came_meanwhile >= 5, "too few ordinary pods came while the executors took their slots"
     for executor in running:
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
         assert executor.spec.nodeName == nodes[k]
