@@ -17,7 +17,7 @@ import kopf
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
-from esi.decisions.layout import offers_slots
+from esi.decisions.layout import offers_slots, testbeds_of_node
 from esi.decisions.testbed_lifecycle import (
     FINISHED_PHASES,
     CreateGhost,
@@ -40,7 +40,7 @@ from kube.errors import Refusal, ignore
 from kube.indexes import index
 from kube.resources import TestbedResource
 from kube.writes import create, write_status
-from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, hold_of, holds, post_events
+from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
 
 __all__: list[str] = []
 
@@ -91,18 +91,39 @@ def reservations(
     return {(namespace or "", testbed): tuple(held)} if held else {}
 
 
+@index(GROUP, VERSION, "testbeds")
+def testbeds_by_label(*, name: str, namespace: str | None, spec: kopf.Spec, **_: Any) -> dict[str, TestbedKey]:
+    label = spec.get("nodeLabel")
+    return {str(label): (namespace or "", name)} if label else {}
+
+
 # --- wake-ups ------------------------------------------------------------------------------------------
+
+# Each node as it last woke its Testbeds: its heartbeats change nothing a Testbed reads of it.
+_woken_by: dict[str, NodeView] = {}
 
 
 @kopf.on.event("", "v1", "nodes")
-async def _node_changed(**_: Any) -> None:
-    _wakeups.wake()
+async def _node_changed(*, name: str, type: str | None, body: kopf.Body, **indexes: Any) -> None:
+    # A node concerns the Testbeds whose label it has or had, when what they read of it changed.
+    was = _woken_by.pop(name, None)
+    now = None if type == "DELETED" else node_view(body, Resources(_ZERO, _ZERO))
+    if now is not None:
+        _woken_by[name] = now
+    if now != was:
+        labels = {**(was.labels if was else {}), **(now.labels if now else {})}
+        _wakeups.wake(testbeds_of_node(labels, testbeds_by_label.of(indexes)))
 
 
 @kopf.on.event("", "v1", "pods")
-async def _pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
-    # A Testbed's own pod concerns that Testbed; any other pod may change what a node has left for slots.
-    _wakeups.wake([(namespace or "", labels[TESTBED_LABEL])] if TESTBED_LABEL in labels else None)
+async def _pod_changed(*, namespace: str | None, labels: kopf.Labels, spec: kopf.Spec, **indexes: Any) -> None:
+    # A Testbed's own pod concerns that Testbed; another pod, the Testbeds of the node it is bound to (what that
+    # node has left for slots). A pod not bound takes no node's room.
+    if TESTBED_LABEL in labels:
+        _wakeups.wake([(namespace or "", labels[TESTBED_LABEL])])
+    elif node := spec.get("nodeName"):
+        view = first(testbed_nodes.of(indexes).get(str(node)))
+        _wakeups.wake(None if view is None else testbeds_of_node(view.labels, testbeds_by_label.of(indexes)))
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.TESTBED.value})

@@ -23,14 +23,16 @@ Three more rules (docs/compatibility.md#node-labels):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from esi.resources.testbed import Toleration
 
-__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots", "offers_slots"]
+__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots", "offers_slots", "testbeds_of_node"]
 
 _INTEGER = re.compile(r"^[0-9]{1,18}$")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,11 @@ def offers_slots(labels: Mapping[str, str], label: str) -> bool:
     """Whether a node with these labels is one of a Testbed's whose node label is ``label``: it carries the
     label (whatever its value — a value that is no node id is reported, not ignored)."""
     return label in labels
+
+
+def testbeds_of_node(labels: Mapping[str, str], by_label: Mapping[str, Iterable[T]]) -> set[T]:
+    """The Testbeds a node with these labels is part of (``offers_slots``), given each Testbed under its label."""
+    return {testbed for label in labels if label in by_label for testbed in by_label[label]}
 
 
 def layout_slots(

@@ -14,6 +14,7 @@ from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_L
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for
+from tests.integration.kube import pod as ordinary_pod
 
 
 def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
@@ -93,6 +94,30 @@ def test_labelling_nodes_grows_and_shrinks_the_testbed(
     status = wait_for("4 slots again", settled(esi_operators, namespace, 4), timeout=60)
     assert {s["nodeName"] for s in status["slots"]} == set(nodes[:2])
     assert set(wait_for("4 ghosts again", ghosts_when(client, namespace, 4), timeout=60).values()) == set(nodes[:2])
+
+
+# Well inside the reconciler's resync (30 s): only the event of the pod or node itself can wake it this soon.
+AT_ONCE = 10
+
+
+def test_a_pod_or_label_leaving_a_node_changes_the_testbed_at_once(
+    esi_operators: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    label = f"esi.test/slots-{unique}"
+    first, second = add_nodes(2, cpu="2500m")
+    esi_operators.kubectl("label", "node", first, f"{label}=0")
+    client.create(ordinary_pod("ordinary", namespace, cpu="1", node_name=first))
+    create_testbed(esi_operators, namespace, label)
+    wait_for("a node without room for its slots", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
+    assert ghosts(client, namespace) == {}
+
+    client.delete(Pod, "ordinary", namespace=namespace, grace_period=0)
+    wait_for("its ghosts once the pod is gone", ghosts_when(client, namespace, 2), timeout=AT_ONCE)
+    esi_operators.kubectl("label", "node", second, f"{label}=1")
+    wait_for("four ghosts with a second node", ghosts_when(client, namespace, 4), timeout=AT_ONCE)
+    esi_operators.kubectl("label", "node", second, f"{label}-")
+    status = wait_for("two slots without it", settled(esi_operators, namespace, 2), timeout=AT_ONCE)
+    assert {s["nodeName"] for s in status["slots"]} == {first}
 
 
 def test_a_node_without_room_for_its_slots_is_reported_not_filled(

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esi.decisions.layout import NodeLabels, SlotPlace, Taint, layout_slots
+from esi.decisions.layout import NodeLabels, SlotPlace, Taint, layout_slots, testbeds_of_node
 from esi.resources.testbed import Toleration
 
 LABEL = "esi.test/node-id"
@@ -189,3 +189,14 @@ def test_a_tainted_node_keeps_only_the_slots_that_hold_work_until_the_work_ends(
     )
 
     assert [s.node_name for s in layout_slots(nodes, LABEL, 2).slots] == ["a", "a"]
+
+
+def test_a_node_is_part_of_the_testbeds_whose_labels_it_carries_whatever_their_values() -> None:
+    by_label = {"esi/a": [("ns", "a")], "esi/b": [("ns", "b"), ("other", "b")], "esi/c": [("ns", "c")]}
+
+    assert testbeds_of_node({"esi/a": "0", "esi/b": "not an id", "zone": "x"}, by_label) == {
+        ("ns", "a"),
+        ("ns", "b"),
+        ("other", "b"),
+    }
+    assert testbeds_of_node({"zone": "x"}, by_label) == set()
