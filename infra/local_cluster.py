@@ -137,8 +137,13 @@ def _established(crd: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
-# Each node's name and the status of its Ready condition, a line each.
-_READY_NODES = 'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+# Each node's name, the status of its Ready condition and its taints' keys, a line each.
+_READY_NODES = (
+    'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} '
+    '{.spec.taints[*].key}{"\\n"}{end}'
+)
+# Put on a new node until the controller manager sees it Ready: no pod is scheduled there while it is.
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 class LocalCluster:
@@ -394,21 +399,25 @@ class LocalCluster:
                 return
 
     def add_nodes(self, nodes: Sequence[NodeSpec], *, timeout: float = 120) -> None:
-        """Create ``nodes`` and return once each is Ready. One list of all nodes per poll: ``kubectl wait`` goes
-        node by node (thousands of KWOK nodes took ten minutes)."""
+        """Create ``nodes`` and return once each is Ready and no longer tainted not-ready, so pods can be
+        scheduled there (with thousands of nodes the controller manager takes minutes to lift the taints).
+        One list of all nodes per poll: ``kubectl wait`` goes node by node (thousands took ten minutes)."""
         items = [node_manifest(n) for n in nodes]
         self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
         wanted = {n.name for n in nodes}
         deadline = time.monotonic() + timeout
         while True:
             listed = self.kubectl("get", "nodes", "-o", _READY_NODES, timeout=timeout)
-            lines = (line.partition(" ") for line in listed.splitlines())
-            pending = wanted - {name for name, _, status in lines if status == "True"}
+            lines = (line.split(" ") for line in listed.splitlines())
+            pending = wanted - {
+                name for name, status, *taints in lines if status == "True" and NOT_READY_TAINT not in taints
+            }
             if not pending:
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"{len(pending)} nodes not Ready after {timeout:.0f}s: {', '.join(sorted(pending)[:5])}"
+                    f"{len(pending)} nodes not Ready (or still tainted {NOT_READY_TAINT}) after {timeout:.0f}s: "
+                    f"{', '.join(sorted(pending)[:5])}"
                 )
             time.sleep(0.2)
 

@@ -103,8 +103,9 @@ def matches_slot_size(requests: Resources, size: Resources) -> bool:
 
     200m/4000M matches 202m/4002M; 100m or 2000M do not (docs/compatibility.md#size-tolerance).
     """
+    within, of = SIZE_TOLERANCE.as_integer_ratio()  # exact, in whole nano-units: a reconcile asks it per ghost
     return all(
-        abs(requested.amount - slot.amount) <= slot.amount * SIZE_TOLERANCE
+        abs(requested.nanos - slot.nanos) * of <= slot.nanos * within
         for requested, slot in ((requests.cpu, size.cpu), (requests.memory, size.memory))
     )
 

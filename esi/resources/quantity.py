@@ -218,6 +218,11 @@ class Quantity:
         return nanos.scaleb(-9, Context(prec=max(1, len(nanos.as_tuple().digits))))
 
     @property
+    def nanos(self) -> int:
+        """The exact amount in billionths of a unit."""
+        return self._nanos
+
+    @property
     def millis(self) -> int:
         """The amount in thousandths, rounded away from zero ("0.25" -> 250, "1n" -> 1): for CPU."""
         return _divide_away_from_zero(self._nanos, _NANOS_PER_UNIT // 1000)

@@ -255,6 +255,7 @@ def test_millis_and_value_round_up_in_magnitude(text: str, millis: int, value: i
 
     assert quantity.millis == millis
     assert quantity.value == value
+    assert Decimal(quantity.nanos).scaleb(-9) == quantity.amount
 
 
 def test_amount_is_exact_beyond_decimal_default_precision() -> None:
