@@ -408,7 +408,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while True:
             listed = self.kubectl("get", "nodes", "-o", _READY_NODES, timeout=timeout)
-            lines = (line.split(" ") for line in listed.splitlines())
+            lines = (line.split(" ") for line in listed.splitlines() if line)
             pending = wanted - {
                 name for name, status, *taints in lines if status == "True" and NOT_READY_TAINT not in taints
             }
