@@ -1,7 +1,7 @@
 """Executor placement throughput: pods/s put into their slots by the second scheduler through esi's extender.
 
-``python -m bench.placement [--nodes 50] [--slots-per-node 4] [--qps 200] [--burst 400]``. Creates a fresh
-local cluster (real control plane, KWOK nodes) and runs, as processes: the Testbed reconciler
+``python -m bench.placement [--nodes 50] [--slots-per-node 4] [--qps 200] [--burst 400] [--creators 8]``.
+Creates a fresh local cluster (real control plane, KWOK nodes) and runs, as processes: the Testbed reconciler
 (``python -m operators``), the API with the extender (``python -m api``) and two kube-schedulers with the
 same client qps/burst — esi's second scheduler calling the extender (filter + bind), a plain one without
 extender as the baseline and, unless ``--no-before``, one configured the earlier way (filter + preempt).
@@ -396,6 +396,8 @@ def main() -> None:
         help="threads creating the pods (default: %(default)s)",
     )
     args = parser.parse_args()
+    if args.creators < 1:
+        parser.error(f"--creators must be at least 1, not {args.creators}")
     run(
         args.nodes,
         args.slots_per_node,

@@ -119,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the Testbed (default: %(default)s)")
     parser.add_argument("--slots-per-node", type=int, default=4, help="slots per node (default: %(default)s)")
     parser.add_argument("--writes", type=int, default=10, help="status writes per round (default: %(default)s)")
-    run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    for flag, value in (("--nodes", args.nodes), ("--slots-per-node", args.slots_per_node), ("--writes", args.writes)):
+        if value < 1:
+            parser.error(f"{flag} must be at least 1, not {value}")
+    run(args)
     return 0
 
 
