@@ -70,11 +70,34 @@ class ClusterError(RuntimeError):
     """Creating, using or deleting the local cluster failed; the message names the command and its output."""
 
 
+# Ports free_port handed out on this machine, a line "<port> <time>" each, kept for PORT_HANDOUT_SECONDS.
+PORTS_HANDED_OUT = Path(tempfile.gettempdir()) / "esi-ports-handed-out"
+# Longer than a caller takes to start what listens on its port (a `pulumi up` takes about a minute).
+PORT_HANDOUT_SECONDS = 900.0
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on loopback that nothing listens on right now, and that no process of this machine was given
+    by this function in the last ``PORT_HANDOUT_SECONDS``: a caller picks its ports before it starts what
+    listens on them, and two callers (pytest workers) must not be given the same one meanwhile."""
+    with commands.exclusive(PORTS_HANDED_OUT.with_suffix(".lock")):
+        now = time.time()
+        handed: dict[int, float] = {}
+        with contextlib.suppress(OSError):
+            for line in PORTS_HANDED_OUT.read_text().splitlines():
+                number, _, at = line.partition(" ")
+                with contextlib.suppress(ValueError):
+                    if now - float(at) < PORT_HANDOUT_SECONDS:
+                        handed[int(number)] = float(at)
+        for _ in range(100):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in handed:
+                break
+        handed[port] = now
+        PORTS_HANDED_OUT.write_text("".join(f"{p} {at}\n" for p, at in handed.items()))
+        return port
 
 
 def _listen_on(port: int) -> socket.socket | None:

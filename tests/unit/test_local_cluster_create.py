@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -74,3 +75,31 @@ def test_the_logs_tail_names_each_component_and_ends_with_its_last_lines(tmp_pat
     assert tail.splitlines()[:4] == [f"--- etcd ({cluster.logs_dir / 'etcd.log'}):", "line 27", "line 28", "line 29"]
     assert "--- kube-apiserver" in tail
     assert tail.endswith("bind: address already in use")
+
+
+class _Offering:
+    """A socket whose bind to port 0 gets the ports ``offered`` in turn, as the kernel may offer one again."""
+
+    offered: ClassVar[list[int]] = []
+
+    def __enter__(self) -> _Offering:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        pass
+
+    def bind(self, _: object) -> None:
+        self.port = self.offered.pop(0)
+
+    def getsockname(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_may_still_start_its_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
+    monkeypatch.setattr(socket, "socket", _Offering)
+    _Offering.offered = [40001, 40001, 40002]
+
+    assert [local_cluster.free_port(), local_cluster.free_port()] == [40001, 40002]
