@@ -359,15 +359,15 @@ OPERATORS: Final = Permissions(
 
 # python -m api: watch caches of the three kinds and esi's pods, the external API's writes, the extender's
 # slot annotation on executor pods (before a preemption), its binding of the second scheduler's pods in place
-# of a slot's ghost, and Kubernetes authentication of callers (no --token-file in a cluster).
+# of a slot's ghost (which it deletes), and Kubernetes authentication of callers (no --token-file in a cluster).
 API: Final = Permissions(
     "api",
     cluster_rules=(
         Rule((GROUP,), _ESI_KINDS, _READ),
         Rule((GROUP,), ("schedulings",), ("create", "update", "delete")),
         Rule((GROUP,), ("batchjobs",), ("patch",)),  # PUT /external/jobs: the externalScheduler data
-        Rule(("",), ("pods",), ("list", "watch", "patch")),
-        Rule(("",), ("pods/binding", "pods/eviction"), ("create",)),
+        Rule(("",), ("pods",), ("list", "watch", "patch", "delete")),
+        Rule(("",), ("pods/binding",), ("create",)),
         # What system:auth-delegator grants, spelled out: who is calling, and may they.
         Rule(("authentication.k8s.io",), ("tokenreviews",), ("create",)),
         Rule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),

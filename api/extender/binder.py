@@ -1,20 +1,21 @@
-"""The extender's bind verb done against the API server: the slot's ghost evicted, then the executor bound.
+"""The extender's bind verb done against the API server: the slot's ghost deleted, then the executor bound.
 
 The second scheduler does not count resources (its profile leaves ``NodeResourcesFit`` out), so an executor is
 never held back by its own slot's ghost and no preemption round is needed: the scheduler hands the binding to
-the extender, which evicts exactly the slot's ghost (the UID a precondition: a ghost made since is not
-touched; a ghost the extender has not seen is evicted by its name) with no grace period, and then binds the
+the extender, which deletes exactly the slot's ghost (the UID a precondition: a ghost made since is not
+touched; a ghost the extender has not seen goes by its name) with no grace period, and then binds the
 executor. The ghost's deletion reaches the node's kubelet
 before the executor does (a kubelet sees its pods in the API server's order), so the kubelet admits the
 executor into the room the ghost held.
 
 The Binding carries the slot as an annotation, which the API server copies onto the pod in the binding's own
-write: the executor is never on its node without its slot recorded. Between the eviction and the binding the
-Testbed puts no ghost back, because the executor's job has an executor the scheduler has yet to place
-(``esi.decisions.testbed_lifecycle``).
+write: the executor is never on its node without its slot recorded. Between the ghost's deletion and the
+binding the Testbed puts no ghost back, because the executor's job has an executor the scheduler has yet to
+place (``esi.decisions.testbed_lifecycle``).
 
-Evicting, not deleting, because an eviction carries delete options with a UID precondition and lightkube's
-delete does not.
+A deletion, not an eviction: a ghost has no PodDisruptionBudget to honour, and an eviction costs the API
+server a second write (it marks the pod ``DisruptionTarget`` before deleting it) and every pod watcher a
+second event.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ import httpx2
 import msgspec
 from lightkube import ApiError, AsyncClient
 from lightkube.models.core_v1 import ObjectReference
-from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
-from lightkube.resources.core_v1 import PodBinding, PodEviction
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod, PodBinding
 
 from api.extender.slot_index import SlotIndex, key_of
 from api.extender.wire import ExtenderBindingArgs, ExtenderBindingResult
 from esi.objects.names import SLOT_ANNOTATION
 from kube.errors import Refusal, refusal
+from kube.writes import delete_exactly
 
 __all__ = ["SlotBinder"]
 
@@ -52,9 +54,9 @@ class SlotBinder:
             return ExtenderBindingResult(error=plan.error)
         try:
             if plan.ghost is not None:
-                evicted = await self._evict_ghost(args.pod_namespace, plan.slot, *plan.ghost)
-                if evicted is not None:
-                    return ExtenderBindingResult(error=evicted)
+                refused = await self._delete_ghost(args.pod_namespace, plan.slot, *plan.ghost)
+                if refused is not None:
+                    return ExtenderBindingResult(error=refused)
             await self._bind(args, plan.slot)
         except ApiError as err:
             return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err.status.message}")
@@ -73,23 +75,16 @@ class SlotBinder:
             ),
             target=ObjectReference(kind="Node", name=args.node),
         )
-        await self._post(binding, args.pod_name, args.pod_namespace)
-
-    async def _post(self, subresource: PodBinding | PodEviction, pod: str, namespace: str) -> None:
-        """POST a pod's binding or eviction. The API server answers either with a Status, which lightkube cannot
-        read as the object it expects: an answer that is not an error is the request done."""
+        # The API server answers a binding with a Status, which lightkube cannot read as the object it expects:
+        # an answer that is not an error is the binding done.
         with contextlib.suppress(msgspec.ValidationError):
-            await self._client.create(subresource, pod, namespace=namespace)
+            await self._client.create(binding, args.pod_name, namespace=args.pod_namespace)
 
-    async def _evict_ghost(self, namespace: str, slot: int | None, name: str, uid: str | None) -> str | None:
-        """Evict ghost ``name`` (only if it is ``uid``, when known) of ``slot``; why not, if the binding must wait
-        (a ghost already gone is no reason)."""
-        eviction = PodEviction(
-            metadata=ObjectMeta(name=name, namespace=namespace),
-            deleteOptions=DeleteOptions(gracePeriodSeconds=0, preconditions=Preconditions(uid=uid) if uid else None),
-        )
+    async def _delete_ghost(self, namespace: str, slot: int | None, name: str, uid: str | None) -> str | None:
+        """Delete ghost ``name`` (only if it is ``uid``, when known) of ``slot``; why not, if the binding must
+        wait (a ghost already gone is no reason)."""
         try:
-            await self._post(eviction, name, namespace)
+            await delete_exactly(self._client, Pod, name, namespace, uid=uid)
         except ApiError as err:
             if refusal(err) is Refusal.NOT_FOUND:
                 return None
@@ -97,5 +92,5 @@ class SlotBinder:
                 return f"the ghost {namespace}/{name} of slot {slot} was replaced; trying again"
             raise
         seen = "" if uid else ", by its name: not seen here yet"
-        log.info("evicted ghost %s/%s (slot %s%s) for the executor bound there", namespace, name, slot, seen)
+        log.info("deleted ghost %s/%s (slot %s%s) for the executor bound there", namespace, name, slot, seen)
         return None

@@ -141,9 +141,10 @@ def _check_rbac(client: Client, namespace: str) -> None:
     assert not may("operators", "get", "secrets")
     assert may("api", "create", "schedulings", **esi)
     assert may("api", "create", "tokenreviews", group="authentication.k8s.io", where=None)
-    assert not may("api", "delete", "pods")
     assert may("api", "create", "pods", subresource="binding"), "the extender binds executors"
-    assert may("api", "create", "pods", subresource="eviction"), "in place of their slot's ghost"
+    assert may("api", "delete", "pods"), "in place of their slot's ghost"
+    assert not may("api", "create", "pods")
+    assert not may("api", "create", "pods", subresource="eviction")
     assert not may("api", "patch", "schedulings", subresource="status", **esi)
     assert may("scheduler", "create", "pods", subresource="binding")
     leases = {"group": "coordination.k8s.io", "where": namespace}

@@ -1,5 +1,5 @@
 """esi's extender, served by uvicorn, steering the real second kube-scheduler: an executor lands on exactly
-its slot's node and evicts exactly that slot's ghost pod; nothing else on the node is touched.
+its slot's node and deletes exactly that slot's ghost pod; nothing else on the node is touched.
 
 The Testbed's slots and ghosts are set up by the test here (the Testbed reconciler does it in operation).
 """
@@ -99,7 +99,7 @@ def test_an_executor_takes_exactly_its_slot(
     node = wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=90)
 
     assert node == node_b
-    assert get_or_none(client, Pod, "ghost-1", namespace) is None, "the slot's ghost was not evicted"
+    assert get_or_none(client, Pod, "ghost-1", namespace) is None, "the slot's ghost was not deleted"
     for survivor in ("ghost-0", "ghost-2", "ghost-3", "foreign"):
         current = client.get(Pod, survivor, namespace=namespace)
         assert current.metadata is not None
@@ -108,6 +108,69 @@ def test_an_executor_takes_exactly_its_slot(
     assert index.slot_of(str(executor_uid)) == (namespace, "tb", 1)
     refusals = [e["message"] for e in events(esi_priority_classes, namespace, "FailedScheduling")]
     assert refusals == [], "the scheduler placed and bound it at the first try"
+
+
+def test_a_ghost_made_since_under_the_same_name_is_not_deleted(
+    esi_priority_classes: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    extender: tuple[str, SlotIndex],
+) -> None:
+    """The extender deletes the ghost it saw (its UID a precondition of the DELETE): a ghost put back under the
+    same name since then is left alone, and the executor waits until the extender has seen the new one."""
+    url, index = extender
+    node_a, node_b = add_nodes(2, cpu="2500m")
+    places = two_full_nodes(client, namespace, node_a, node_b)
+    uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
+
+    def publish() -> None:
+        index.replace_testbed(
+            namespace,
+            "tb",
+            [
+                IndexedSlot(
+                    s,
+                    n,
+                    SlotState.RESERVED if s == 1 else SlotState.FREE,
+                    job="wordcount" if s == 1 else None,
+                    ghost_uid=uids[s],
+                    ghost_name=f"ghost-{s}",
+                )
+                for s, n in places.items()
+            ],
+        )
+
+    publish()
+    client.delete(Pod, "ghost-1", namespace=namespace, grace_period=0)
+    wait_for("ghost-1 to go", lambda: get_or_none(client, Pod, "ghost-1", namespace) is None)
+    client.create(ghost("ghost-1", namespace, node_b, 1))
+    wait_for("the new ghost-1 to run", running_on(client, "ghost-1", namespace))
+    scheduler = second_scheduler(url)
+    client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
+
+    refused = wait_for(
+        "the binding to be refused",
+        lambda: next(
+            (m for m in (e["message"] for e in events(esi_priority_classes, namespace, "FailedScheduling")) if m),
+            None,
+        ),
+    )
+
+    assert "was replaced" in refused
+    current = client.get(Pod, "ghost-1", namespace=namespace)
+    assert current.metadata is not None
+    assert current.metadata.deletionTimestamp is None, "the new ghost was touched"
+    assert current.metadata.uid != uids[1]
+    unbound = client.get(Pod, "exec-1", namespace=namespace)
+    assert unbound.spec is not None
+    assert unbound.spec.nodeName is None
+    uids[1] = current.metadata.uid
+    publish()
+    assert wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=60) == node_b
+    assert get_or_none(client, Pod, "ghost-1", namespace) is None
 
 
 def test_an_ordinary_pod_cannot_take_reserved_capacity(

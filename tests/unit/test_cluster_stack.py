@@ -231,7 +231,8 @@ ACCESS = [
     ("api", "authorization.k8s.io", "subjectaccessreviews", "create", None, True),
     ("api", ESI, "testbeds", "patch", None, False),
     ("api", ESI, "schedulings/status", "patch", None, False),  # one writer per status: the operators
-    ("api", "", "pods", "delete", None, False),
+    ("api", "", "pods", "delete", None, True),  # the ghost of the slot an executor is bound into
+    ("api", "", "pods/eviction", "create", None, False),
     ("api", "", "pods", "create", None, False),
     ("scheduler", "coordination.k8s.io", "leases", "update", SCHEDULER_NAME, True),
     ("scheduler", "coordination.k8s.io", "leases", "update", "someone-else", False),
