@@ -61,22 +61,10 @@ def two_full_nodes(client: Client, namespace: str, node_a: str, node_b: str) -> 
     return places
 
 
-def test_an_executor_takes_exactly_its_slot(
-    esi_priority_classes: LocalCluster,
-    client: Client,
-    namespace: str,
-    unique: str,
-    add_nodes: AddNodes,
-    second_scheduler: Callable[[str], SecondScheduler],
-    extender: tuple[str, SlotIndex],
-) -> None:
-    url, index = extender
-    node_a, node_b = add_nodes(2, cpu="2500m")
-    places = two_full_nodes(client, namespace, node_a, node_b)
+def publish(client: Client, index: SlotIndex, namespace: str, places: dict[int, str], reserved: set[int]) -> None:
+    """Give the extender tb's slot table as the Testbed reconciler would: slots ``reserved`` for job
+    "wordcount", each slot's ghost as it is now."""
     uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
-    # The Scheduling gave job "wordcount" slot 1: the executor takes the room of slot 1's ghost on node B, not
-    # that of slot 3's, which is also there.
-    reserved = {1}
     index.replace_testbed(
         namespace,
         "tb",
@@ -92,6 +80,23 @@ def test_an_executor_takes_exactly_its_slot(
             for s, n in places.items()
         ],
     )
+
+
+def test_an_executor_takes_exactly_its_slot(
+    esi_priority_classes: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    extender: tuple[str, SlotIndex],
+) -> None:
+    url, index = extender
+    node_a, node_b = add_nodes(2, cpu="2500m")
+    places = two_full_nodes(client, namespace, node_a, node_b)
+    # The Scheduling gave job "wordcount" slot 1: the executor takes the room of slot 1's ghost on node B, not
+    # that of slot 3's, which is also there.
+    publish(client, index, namespace, places, reserved={1})
 
     scheduler = second_scheduler(url)
     client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
@@ -124,26 +129,8 @@ def test_a_ghost_made_since_under_the_same_name_is_not_deleted(
     url, index = extender
     node_a, node_b = add_nodes(2, cpu="2500m")
     places = two_full_nodes(client, namespace, node_a, node_b)
-    uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
-
-    def publish() -> None:
-        index.replace_testbed(
-            namespace,
-            "tb",
-            [
-                IndexedSlot(
-                    s,
-                    n,
-                    SlotState.RESERVED if s == 1 else SlotState.FREE,
-                    job="wordcount" if s == 1 else None,
-                    ghost_uid=uids[s],
-                    ghost_name=f"ghost-{s}",
-                )
-                for s, n in places.items()
-            ],
-        )
-
-    publish()
+    publish(client, index, namespace, places, reserved={1})
+    old_uid = client.get(Pod, "ghost-1", namespace=namespace).metadata.uid  # type: ignore[union-attr]
     client.delete(Pod, "ghost-1", namespace=namespace, grace_period=0)
     wait_for("ghost-1 to go", lambda: get_or_none(client, Pod, "ghost-1", namespace) is None)
     client.create(ghost("ghost-1", namespace, node_b, 1))
@@ -163,12 +150,11 @@ def test_a_ghost_made_since_under_the_same_name_is_not_deleted(
     current = client.get(Pod, "ghost-1", namespace=namespace)
     assert current.metadata is not None
     assert current.metadata.deletionTimestamp is None, "the new ghost was touched"
-    assert current.metadata.uid != uids[1]
+    assert current.metadata.uid != old_uid
     unbound = client.get(Pod, "exec-1", namespace=namespace)
     assert unbound.spec is not None
     assert unbound.spec.nodeName is None
-    uids[1] = current.metadata.uid
-    publish()
+    publish(client, index, namespace, places, reserved={1})
     assert wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=60) == node_b
     assert get_or_none(client, Pod, "ghost-1", namespace) is None
 
@@ -215,31 +201,12 @@ def test_an_executor_created_before_its_reservation_is_known_runs_once_it_is(
     url, index = extender
     node_a, node_b = add_nodes(2, cpu="2500m")
     places = two_full_nodes(client, namespace, node_a, node_b)
-    uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
-
-    def publish(reserved: set[int]) -> None:
-        index.replace_testbed(
-            namespace,
-            "tb",
-            [
-                IndexedSlot(
-                    s,
-                    n,
-                    SlotState.RESERVED if s in reserved else SlotState.FREE,
-                    job="wordcount" if s in reserved else None,
-                    ghost_uid=uids[s],
-                    ghost_name=f"ghost-{s}",
-                )
-                for s, n in places.items()
-            ],
-        )
-
-    publish(reserved=set())
+    publish(client, index, namespace, places, reserved=set())
     scheduler = second_scheduler(url)
     client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
     wait_for("the scheduler to try the executor", lambda: _scheduling_failed(client, "exec-1", namespace))
 
-    publish(reserved={1})  # nothing the kube-scheduler watches changes with this
+    publish(client, index, namespace, places, reserved={1})  # nothing the kube-scheduler watches changes with this
 
     assert wait_for("the executor to run", running_on(client, "exec-1", namespace), timeout=60) == node_b
 
