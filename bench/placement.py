@@ -133,31 +133,47 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
 
 Histograms = dict[tuple[str, float], float]
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+_WATCH_EVENTS = re.compile(
+    r"^apiserver_watch_events_(?P<what>total|sizes_sum)\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE
+)
 
 
 def _api_requests(cluster: Any) -> dict[str, float]:
-    """Requests the API server has answered so far, per verb, resource and subresource ("PATCH pods/status")."""
+    """What the API server has done so far: writes answered per verb, resource and subresource ("PATCH
+    pods/status"), and watch events sent per resource, counted ("watch events pods") and in bytes ("watch
+    bytes pods") — every write is sent to every watcher of its resource."""
+    metrics = cluster.kubectl("get", "--raw", "/metrics")
     counts: dict[str, float] = {}
-    for match in _REQUESTS.finditer(cluster.kubectl("get", "--raw", "/metrics")):
+    for match in _REQUESTS.finditer(metrics):
         labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
         if labels.get("verb") in {"WATCH", "LIST", "GET"}:
             continue
         resource = "/".join(part for part in (labels.get("resource"), labels.get("subresource")) if part)
         key = f"{labels.get('verb')} {resource}"
         counts[key] = counts.get(key, 0.0) + float(match["count"])
+    for match in _WATCH_EVENTS.finditer(metrics):
+        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+        key = f"watch {'events' if match['what'] == 'total' else 'KiB'} {labels.get('resource')}"
+        counts[key] = counts.get(key, 0.0) + float(match["count"]) / (1 if match["what"] == "total" else 1024)
     return counts
 
 
 def _request_table(before: dict[str, float], after: dict[str, float], pods: int) -> str:
-    """The writes the API server answered between two readings, most first, and per pod placed."""
+    """The writes the API server answered between two readings, most first, and per pod placed; then the
+    watch events it sent for pods and Testbeds."""
     made = {key: after[key] - before.get(key, 0.0) for key in after}
+    writes = {key: count for key, count in made.items() if not key.startswith("watch ")}
     lines = [
         f"    {key:<40} {int(count):6d}  ({count / pods:4.2f} per pod)"
-        for key, count in sorted(made.items(), key=lambda item: -item[1])
+        for key, count in sorted(writes.items(), key=lambda item: -item[1])
         if count > 0
     ]
-    total = sum(made.values())
+    total = sum(writes.values())
     lines.append(f"    {'all writes':<40} {int(total):6d}  ({total / pods:4.2f} per pod)")
+    for resource in ("pods", "testbeds"):
+        events, kib = made.get(f"watch events {resource}", 0.0), made.get(f"watch KiB {resource}", 0.0)
+        what = f"watch events sent, {resource}"
+        lines.append(f"    {what:<40} {int(events):6d}  ({events / pods:4.2f} per pod, {kib:,.0f} KiB)")
     return "\n".join(lines)
 
 
@@ -289,7 +305,7 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
     where = [
         "  CPU time per component:",
         cpu_table(cpu, cpu_seconds(stack.cluster.directory), seconds),
-        "  writes answered by the API server (the benchmark's own: one create per pod):",
+        "  writes answered by the API server (the benchmark's own: one create per pod), watch events it sent:",
         _request_table(requests, _api_requests(stack.cluster), len(pods)),
         f"  {scheduler.settings.scheduler_name}'s latencies:",
         _handler_times(scheduling, _scheduler_buckets(scheduler)),
