@@ -142,6 +142,7 @@ class Wakeups:
                 wake.clear()
                 again: float | None = None
                 stale = False
+                started = loop.time()
                 try:
                     again = await decide()
                 except StaleView:  # e.g. kopf wrote to the object meanwhile: decide again on the newer view,
@@ -155,17 +156,20 @@ class Wakeups:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=timeout)
                 if not stopped and not stale:
-                    await asyncio.sleep(debounce(decided_at, loop.time(), self.debounce_seconds))
+                    pause = debounce(decided_at, loop.time(), self.debounce_seconds, took=decided_at - started)
+                    await asyncio.sleep(pause)
         finally:
             watching_stop.cancel()
             self._events.pop(key, None)
 
 
-def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS) -> float:
-    """Seconds to wait before deciding again, woken at ``now`` after a decision at ``decided_at``: none for a
-    wake-up after a quiet spell (a lone event is decided at once), the rest of the debounce ``seconds``
-    otherwise."""
-    return max(decided_at + seconds - now, 0.0)
+def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS, *, took: float = 0.0) -> float:
+    """Seconds to wait before deciding again, woken at ``now`` after a decision made at ``decided_at`` that
+    ``took`` seconds: none for a wake-up after a quiet spell (a lone event is decided at once), otherwise the
+    rest of the debounce ``seconds`` — or of ``took``, if longer: an object is decided at most half the time,
+    so that one of thousands of slots (a decision and a status write of a few hundred ms) is not decided back
+    to back while a stream of pod events keeps waking it."""
+    return max(decided_at + max(seconds, took) - now, 0.0)
 
 
 def post_events(body: kopf.Body, events: Iterable[Event]) -> None:

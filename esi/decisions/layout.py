@@ -143,10 +143,17 @@ def layout_slots(
     )
     ids = _assign_ids([(name, position) for position, _, name in places], keep)
     slots = sorted(
-        SlotPlace(id=ids[(name, position)], node_name=name, node_id=node_id, position=position)
-        for position, node_id, name in places
+        (
+            SlotPlace(id=ids[(name, position)], node_name=name, node_id=node_id, position=position)
+            for position, node_id, name in places
+        ),
+        key=_slot_id,
     )
     return SlotLayout(tuple(slots), tuple(problems), tuple(untolerated))
+
+
+def _slot_id(place: SlotPlace) -> int:
+    return place.id  # unique: the order of the ids is the order of the places
 
 
 def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:

@@ -44,6 +44,7 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -98,6 +99,7 @@ class Resources:
 _NOTHING = Resources(Quantity(0), Quantity(0))
 
 
+@functools.lru_cache(maxsize=256)  # a reconcile asks it for every ghost, of a few distinct sizes
 def matches_slot_size(requests: Resources, size: Resources) -> bool:
     """Whether a pod requesting ``requests`` fits a slot of ``size``: each resource within 1% of the size.
 
@@ -554,7 +556,9 @@ def _ghosts(
 
     ghosts: dict[int, PodView] = {}
     for slot_id, found in sorted(candidates.items()):
-        keeper, *extra = sorted(found, key=lambda g: (g.phase != PodPhase.RUNNING, g.name))
+        keeper, *extra = (
+            found if len(found) == 1 else sorted(found, key=lambda g: (g.phase != PodPhase.RUNNING, g.name))
+        )
         deletions += [DeleteGhost(g.name, f"slot {slot_id} already has ghost pod {keeper.name}") for g in extra]
         node = places[slot_id].node_name
         bound = [e for e in in_slot.get(slot_id, ()) if e.node_name == node]

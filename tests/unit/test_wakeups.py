@@ -52,6 +52,15 @@ def test_a_lone_wake_up_is_decided_at_once_and_a_burst_once_per_debounce(woken_a
     assert debounce(100.0, 100.0 + woken_after) == pytest.approx(wait)
 
 
+@pytest.mark.parametrize(
+    ("took", "woken_after", "wait"),
+    [(0.4, 0.0, 0.4), (0.4, 0.3, 0.1), (0.4, 0.5, 0.0), (DEBOUNCE_SECONDS / 2, 0.0, DEBOUNCE_SECONDS)],
+    ids=["right after", "soon after", "after as long as it took", "a quick decision: the debounce"],
+)
+def test_a_long_decision_is_made_again_no_sooner_than_it_took(took: float, woken_after: float, wait: float) -> None:
+    assert debounce(100.0, 100.0 + woken_after, took=took) == pytest.approx(wait)
+
+
 async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> int:
     """A daemon whose first decision meets a stale view; how many decisions until one is made (``woken``: the
     newer version's event wakes it after the stale view)."""
