@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_cluster import ClusterError, LocalCluster, NodeSpec
+from infra.local_cluster import CONTROLLER_MANAGER_QPS, ClusterError, LocalCluster, NodeSpec
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -35,6 +35,11 @@ def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
         assert by_name["a"]["status"]["allocatable"]["cpu"] == "3"
         assert by_name["a"]["status"]["allocatable"]["memory"] == "5Gi"
         assert set(cluster.component_logs()) >= {"etcd", "kube-apiserver", "kube-scheduler", "kwok-controller"}
+        rate = f"--kube-api-qps={CONTROLLER_MANAGER_QPS} "
+        ours = set(processes_mentioning(str(cluster.directory)))
+        managers = set(processes_mentioning("kube-controller-manager")) & ours
+        assert managers, "no controller manager of the cluster runs"
+        assert managers <= set(processes_mentioning(rate)), "the controller manager's client is not given its rate"
 
         cluster.kubectl("create", "configmap", "kept", "--from-literal=k=v")
         helpers = [cluster.start_process("helper", ["sleep", "600"])]
