@@ -41,7 +41,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Event, Pod
 
 from bench.jobs import DRIVER_NODE, SPARK, TESTBED_NODE
-from bench.processes import rss_mib
+from bench.processes import cpu_seconds, cpu_table, rss_mib
 from bench.stack import Stack, local_stack
 from esi.objects.applications import SPARK as SPARK_KIND
 from esi.resources.meta import API_VERSION
@@ -215,7 +215,7 @@ def run(
         )
         headers = {"Authorization": f"Bearer {stack.token}"}
         with httpx.Client(base_url=stack.api_url, headers=headers, timeout=30) as api:
-            started = time.monotonic()
+            started, cpu = time.monotonic(), cpu_seconds(stack.cluster.directory)
             samples = [Sample(0, 0.0, rss_mib(stack.cluster.directory))]
             columns = _ordered(list(samples[0].rss))
             census = _census(stack)
@@ -238,6 +238,7 @@ def run(
                     print(_sample_line(sample, samples[-1], _census(stack), columns), flush=True)
                     samples.append(sample)
             elapsed = time.monotonic() - started
+            spent = cpu_table(cpu, cpu_seconds(stack.cluster.directory), elapsed)
         _wait_until_idle(stack, slots)
         told = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
         print(
@@ -245,6 +246,7 @@ def run(
             f"({told}); {ISSUE_RUNS} runs take {ISSUE_RUNS / (completed / elapsed) / 3600:.1f} h at this rate",
             flush=True,
         )
+        print(f"CPU time per component over the {completed} runs:\n{spent}", flush=True)
         print(f"left in the cluster once the last round is released: {_census(stack)}", flush=True)
         print(_summary(samples, int(runs * warm_up), columns), flush=True)
 

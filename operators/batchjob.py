@@ -207,10 +207,49 @@ async def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
         _wakeups.wake([(namespace or "", hold.held)])
 
 
+TestbedView = tuple[Mapping[str, Any], dict[str, tuple[tuple[Any, ...], ...]]]  # spec, rows by job
+
+# Each Testbed as it last woke the BatchJobs: what a job reads of it is its spec and the rows of its slots.
+_testbeds_seen: dict[Key, TestbedView] = {}
+
+
+def testbed_view(spec: Mapping[str, Any], slots: Iterable[Mapping[str, Any]]) -> TestbedView:
+    """A Testbed's spec, and the rows of its slot table by the job each lists (rows of no job left out)."""
+    rows: dict[str, list[Mapping[str, Any]]] = {}
+    for row in slots:
+        if row.get("job"):
+            rows.setdefault(str(row["job"]), []).append(row)
+    by_job = {
+        job: tuple(tuple(sorted(row.items())) for row in sorted(listed, key=lambda r: str(r.get("id"))))
+        for job, listed in rows.items()
+    }
+    return dict(spec), by_job
+
+
+def jobs_to_wake(before: TestbedView | None, after: TestbedView | None) -> set[str] | None:
+    """The jobs whose rows of a Testbed's slot table changed (listed before, after or both); None: every job of
+    the namespace — the Testbed appeared, went, or its spec changed."""
+    if before is None or after is None or before[0] != after[0]:
+        return None
+    return {job for job in before[1].keys() | after[1].keys() if before[1].get(job) != after[1].get(job)}
+
+
 @kopf.on.event(GROUP, VERSION, "testbeds")
-async def _testbed_changed(*, namespace: str | None, **_: Any) -> None:
-    # Its slot table may now list a waiting job's slots (the jobs are not known by Testbed here: a namespace's).
-    _wakeups.wake_where(lambda key: isinstance(key, tuple) and key[0] == (namespace or ""))
+async def _testbed_changed(
+    *, name: str, namespace: str | None, type: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> None:
+    # Its slot table may now list a waiting job's slots, or no longer list a job's; the other jobs read nothing
+    # that changed (a Testbed's status changes with every pod on its nodes).
+    key = (namespace or "", name)
+    before = _testbeds_seen.pop(key, None)
+    after = None if type == "DELETED" else testbed_view(spec, status.get("slots") or ())
+    if after is not None:
+        _testbeds_seen[key] = after
+    jobs = jobs_to_wake(before, after)
+    if jobs is None:
+        _wakeups.wake_where(lambda job: isinstance(job, tuple) and job[0] == key[0])
+    else:
+        _wakeups.wake([(key[0], job) for job in jobs])
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")

@@ -18,6 +18,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
 from kube.writes import StaleView, create, write_status
+from operators.batchjob import TestbedView, jobs_to_wake, testbed_view
 from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce
 
 
@@ -179,3 +180,31 @@ def test_other_refused_creations_stay_api_errors() -> None:
     with pytest.raises(ApiError) as refused:
         asyncio.run(create(cast(AsyncClient, RefusingClient(FORBIDDEN)), POD))
     assert refused.value.status is FORBIDDEN
+
+
+def _table(*rows: tuple[int, str | None, str]) -> TestbedView:
+    return testbed_view(
+        {"nodeLabel": "esi.test/id", "slotsPerNode": 2},
+        [
+            {"id": i, "nodeName": node, "nodeId": 0, "position": 0, "state": "Reserved", "job": job}
+            for i, job, node in rows
+        ],
+    )
+
+
+def test_a_testbed_wakes_only_the_jobs_whose_rows_changed() -> None:
+    before = _table((0, "a", "n0"), (1, "b", "n0"), (2, None, "n1"))
+
+    assert jobs_to_wake(before, _table((0, "a", "n0"), (1, "b", "n0"), (2, "c", "n1"))) == {"c"}, "newly listed"
+    assert jobs_to_wake(before, _table((0, "a", "n0"), (1, None, "n0"), (2, None, "n1"))) == {"b"}, "no longer"
+    assert jobs_to_wake(before, _table((0, "a", "n9"), (1, "b", "n0"), (2, None, "n1"))) == {"a"}, "a row moved"
+    assert jobs_to_wake(before, _table((1, "b", "n0"), (0, "a", "n0"), (2, None, "n1"))) == set(), "same rows"
+
+
+def test_a_testbed_that_appears_goes_or_changes_its_spec_wakes_every_job() -> None:
+    table = _table((0, "a", "n0"))
+    respecified = (dict(table[0], slotsPerNode=3), table[1])
+
+    assert jobs_to_wake(None, table) is None
+    assert jobs_to_wake(table, None) is None
+    assert jobs_to_wake(table, respecified) is None
