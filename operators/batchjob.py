@@ -238,8 +238,8 @@ def jobs_to_wake(before: TestbedView | None, after: TestbedView | None) -> set[s
 async def _testbed_changed(
     *, name: str, namespace: str | None, type: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
 ) -> None:
-    # Its slot table may now list a waiting job's slots, or no longer list a job's; the other jobs read nothing
-    # that changed (a Testbed's status changes with every pod on its nodes).
+    # Its slot table may now list a waiting job's slots, or no longer list a job's; a job acts on its slots' rows
+    # once they list it, so the others have nothing new (a Testbed's status changes with every pod on its nodes).
     key = (namespace or "", name)
     before = _testbeds_seen.pop(key, None)
     after = None if type == "DELETED" else testbed_view(spec, status.get("slots") or ())

@@ -14,6 +14,7 @@ the extender at ``esi-extender.<namespace>.svc``. `pulumi destroy` must leave th
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -58,6 +59,11 @@ LABEL = "esi.test/stack-slots"
 DEPLOYMENTS = ((ESI, "esi-operators"), (ESI, "esi-api"), (ESI, "esi-scheduler"), ("spark-operator", None))
 
 
+# The image of the tree as the session first saw it: the node is given that one, and the stack names it (a
+# source file edited meanwhile must not make the stack name an image the node never got).
+_esi_image = functools.cache(esi_image)
+
+
 @pytest.fixture(scope="module")
 def stack_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, RealNode]]:
     cluster = LocalCluster("real-stack", workdir=tmp_path_factory.mktemp("real-stack") / "kwok")
@@ -68,7 +74,7 @@ def stack_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lo
         node = RealNode(cluster, RealNodeSpec(NODE, cpu="2", memory="6Gi", cluster_dns=network.dns_address()))
         node.start()
         network.start(NODE)
-        for image in (esi_image(), scheduler_image(), operator_image(), spark_image()):
+        for image in (_esi_image(), scheduler_image(), operator_image(), spark_image()):
             images.import_image(image, node.containerd_socket)
         yield cluster, node
     finally:
@@ -87,7 +93,7 @@ def stack_config(cluster: LocalCluster, manifests: Path) -> dict[str, Any]:
         "esi:manifests": str(manifests),
         "esi:kubeconfig": str(cluster.kubeconfig),
         "esi:namespace": ESI,
-        "esi:image": esi_image().reference,
+        "esi:image": _esi_image().reference,
         "esi:schedulerImage": scheduler_image().reference,
         "esi:imagePullPolicy": "Never",
         "esi:apiNamespace": JOBS,
