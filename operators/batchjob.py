@@ -58,6 +58,7 @@ from operators.daemons import (
     hold_of,
     holds,
     post_events,
+    swap_seen,
 )
 from operators.scheduling import testbed_tables
 
@@ -241,11 +242,8 @@ async def _testbed_changed(
     # Its slot table may now list a waiting job's slots, or no longer list a job's; a job acts on its slots' rows
     # once they list it, so the others have nothing new (a Testbed's status changes with every pod on its nodes).
     key = (namespace or "", name)
-    before = _testbeds_seen.pop(key, None)
     after = None if type == "DELETED" else testbed_view(spec, status.get("slots") or ())
-    if after is not None:
-        _testbeds_seen[key] = after
-    jobs = jobs_to_wake(before, after)
+    jobs = jobs_to_wake(swap_seen(_testbeds_seen, key, after), after)
     if jobs is None:
         _wakeups.wake_where(lambda job: isinstance(job, tuple) and job[0] == key[0])
     else:

@@ -37,6 +37,7 @@ __all__ = [
     "hold_of",
     "holds",
     "post_events",
+    "swap_seen",
 ]
 
 RESYNC_SECONDS = 30.0
@@ -50,6 +51,7 @@ DAEMON_EXIT_SECONDS = 2.0
 FINALIZER = f"{GROUP}/release"  # a Scheduling's: its holds are let go before it is gone
 FIELD_MANAGER = "esi-operators"
 
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
@@ -170,6 +172,15 @@ def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS, *
     so that one of thousands of slots (a decision and a status write of a few hundred ms) is not decided back
     to back while a stream of pod events keeps waking it."""
     return max(decided_at + max(seconds, took) - now, 0.0)
+
+
+def swap_seen(seen: dict[K, V], key: K, now: V | None) -> V | None:
+    """Record ``now`` as what object ``key`` looks like as it wakes daemons (forget it when None: it went), and
+    answer what it looked like when it last did — so a handler wakes them only for what changed."""
+    before = seen.pop(key, None)
+    if now is not None:
+        seen[key] = now
+    return before
 
 
 def post_events(body: kopf.Body, events: Iterable[Event]) -> None:

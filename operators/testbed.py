@@ -40,7 +40,16 @@ from kube.errors import Refusal, ignore
 from kube.indexes import index
 from kube.resources import TestbedResource
 from kube.writes import create, write_status
-from operators.daemons import DAEMON_EXIT_SECONDS, HoldKey, Wakeups, first, hold_of, holds, post_events
+from operators.daemons import (
+    DAEMON_EXIT_SECONDS,
+    HoldKey,
+    Wakeups,
+    first,
+    hold_of,
+    holds,
+    post_events,
+    swap_seen,
+)
 
 __all__: list[str] = []
 
@@ -106,10 +115,8 @@ _woken_by: dict[str, NodeView] = {}
 @kopf.on.event("", "v1", "nodes")
 async def _node_changed(*, name: str, type: str | None, body: kopf.Body, **indexes: Any) -> None:
     # A node concerns the Testbeds whose label it has or had, when what they read of it changed.
-    was = _woken_by.pop(name, None)
     now = None if type == "DELETED" else node_view(body, Resources(_ZERO, _ZERO))
-    if now is not None:
-        _woken_by[name] = now
+    was = swap_seen(_woken_by, name, now)
     if now != was:
         labels = {**(was.labels if was else {}), **(now.labels if now else {})}
         _wakeups.wake(testbeds_of_node(labels, testbeds_by_label.of(indexes)))

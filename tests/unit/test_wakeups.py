@@ -19,7 +19,7 @@ from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 
 from kube.writes import StaleView, create, write_status
 from operators.batchjob import TestbedView, jobs_to_wake, testbed_view
-from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce
+from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce, swap_seen
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
@@ -208,3 +208,11 @@ def test_a_testbed_that_appears_goes_or_changes_its_spec_wakes_every_job() -> No
     assert jobs_to_wake(None, table) is None
     assert jobs_to_wake(table, None) is None
     assert jobs_to_wake(table, respecified) is None
+
+
+def test_what_an_object_looked_like_is_swapped_for_what_it_looks_like_and_forgotten_when_it_goes() -> None:
+    seen: dict[str, int] = {}
+    assert swap_seen(seen, "a", 1) is None
+    assert swap_seen(seen, "a", 2) == 1
+    assert swap_seen(seen, "a", None) == 2
+    assert seen == {}
