@@ -7,13 +7,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource, create_namespaced_resource
+from lightkube.generic_resource import (
+    GenericGlobalResource,
+    GenericNamespacedResource,
+    create_api_info,
+    create_namespaced_resource,
+)
 
 from esi.resources.meta import GROUP, VERSION
 
 __all__ = [
     "API_SERVER_SLICE",
     "BatchJobResource",
+    "PodObjects",
     "SchedulingResource",
     "TestbedResource",
     "api_server_for_pods",
@@ -23,6 +29,15 @@ __all__ = [
 TestbedResource = create_namespaced_resource(GROUP, VERSION, "Testbed", "testbeds")
 BatchJobResource = create_namespaced_resource(GROUP, VERSION, "BatchJob", "batchjobs")
 SchedulingResource = create_namespaced_resource(GROUP, VERSION, "Scheduling", "schedulings")
+
+
+class PodObjects(GenericNamespacedResource):
+    """Pods read as the plain dicts the API server sent, not decoded into lightkube's ``Pod`` model: for
+    following every pod of a cluster. Not registered as lightkube's class for v1 Pods
+    (``create_namespaced_resource`` would register it, and ``lightkube.codecs.from_dict`` would then answer it
+    for every pod manifest)."""
+
+    _api_info = create_api_info("", "v1", "Pod", "pods")
 
 
 def plain(item: GenericNamespacedResource | GenericGlobalResource) -> dict[str, Any]:

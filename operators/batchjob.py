@@ -60,6 +60,7 @@ from operators.daemons import (
     post_events,
     swap_seen,
 )
+from operators.pods import PODS, PodIndex, RawPod, labels_of, namespace_of
 from operators.scheduling import testbed_tables
 
 __all__: list[str] = []
@@ -115,9 +116,9 @@ def flink_deployments(*, name: str, namespace: str | None, body: kopf.Body, **_:
     return {(namespace or "", name): dict(body)}
 
 
-def _pod_summary(body: kopf.Body) -> dict[str, Any]:
+def _pod_summary(pod: RawPod) -> dict[str, Any]:
     """What ``application_view`` reads of a pod: its node and phase, and why it is not placed or started."""
-    status = body.get("status", {})
+    status = pod.get("status") or {}
 
     def waiting(containers: Any) -> list[dict[str, Any]]:
         return [
@@ -126,11 +127,11 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
 
     return {
         "metadata": {
-            "name": body["metadata"]["name"],
-            "labels": dict(body["metadata"].get("labels") or {}),
-            "deletionTimestamp": body["metadata"].get("deletionTimestamp"),
+            "name": pod["metadata"]["name"],
+            "labels": dict(labels_of(pod)),
+            "deletionTimestamp": pod["metadata"].get("deletionTimestamp"),
         },
-        "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
         "status": {
             "phase": status.get("phase"),
             "nominatedNodeName": status.get("nominatedNodeName"),
@@ -141,25 +142,39 @@ def _pod_summary(body: kopf.Body) -> dict[str, Any]:
     }
 
 
-@index("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
-def spark_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
-    return {(namespace or "", labels[SPARK.pod_label]): _pod_summary(body)}
+def _application_of(pod: RawPod) -> tuple[ApplicationKind, str] | None:
+    """The kind and name of the application whose operator made ``pod`` (its driver or executors, its
+    JobManager or TaskManagers), by the labels each operator puts on its pods; None for any other pod."""
+    labels = labels_of(pod)
+    if SPARK.pod_label in labels:
+        return SPARK, labels[SPARK.pod_label]
+    if FLINK.pod_label in labels and labels.get("type") == "flink-native-kubernetes":
+        return FLINK, labels[FLINK.pod_label]
+    return None
 
 
-@index("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
-def flink_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
-    return {(namespace or "", labels[FLINK.pod_label]): _pod_summary(body)}
+@PODS.index
+def spark_pods(pod: RawPod) -> dict[Key, dict[str, Any]]:
+    owner = _application_of(pod)
+    return {(namespace_of(pod), owner[1]): _pod_summary(pod)} if owner is not None and owner[0] is SPARK else {}
 
 
-@index("", "v1", "pods", labels={ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: kopf.PRESENT})
-def executors_on_nodes(
-    *, namespace: str | None, labels: kopf.Labels, spec: kopf.Spec, status: kopf.Status, **_: Any
-) -> dict[str, Key]:
+@PODS.index
+def flink_pods(pod: RawPod) -> dict[Key, dict[str, Any]]:
+    owner = _application_of(pod)
+    return {(namespace_of(pod), owner[1]): _pod_summary(pod)} if owner is not None and owner[0] is FLINK else {}
+
+
+@PODS.index
+def executors_on_nodes(pod: RawPod) -> dict[str, Key]:
     """Per node, the (namespace, job) of every unfinished executor on it: who runs next to whom."""
-    node = spec.get("nodeName")
-    if not node or status.get("phase") in FINISHED_PHASES:
+    labels = labels_of(pod)
+    node = (pod.get("spec") or {}).get("nodeName")
+    if labels.get(ROLE_LABEL) != ROLE_EXECUTOR or JOB_LABEL not in labels or not node:
         return {}
-    return {node: (namespace or "", labels[JOB_LABEL])}
+    if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+        return {}
+    return {node: (namespace_of(pod), labels[JOB_LABEL])}
 
 
 # Runs of each job that can still meet a run being recorded: the latest ones (older ones have long ended).
@@ -265,14 +280,12 @@ async def _application_changed(*, name: str, namespace: str | None, **_: Any) ->
     _wakeups.wake([(namespace or "", name)])
 
 
-@kopf.on.event("", "v1", "pods", labels={SPARK.pod_label: kopf.PRESENT})
-async def _spark_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
-    _wakeups.wake([(namespace or "", labels[SPARK.pod_label])])
-
-
-@kopf.on.event("", "v1", "pods", labels={FLINK.pod_label: kopf.PRESENT, "type": "flink-native-kubernetes"})
-async def _flink_pod_changed(*, namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
-    _wakeups.wake([(namespace or "", labels[FLINK.pod_label])])
+@PODS.on_change
+def _application_pod_changed(pod: RawPod | None, _: Mapping[str, Any]) -> None:
+    if pod is None:  # all pods listed again
+        _wakeups.wake()
+    elif (owner := _application_of(pod)) is not None:
+        _wakeups.wake([(namespace_of(pod), owner[1])])
 
 
 # --- the reconciler -------------------------------------------------------------------------------------
@@ -284,8 +297,8 @@ class _Caches:
     records: kopf.Index[tuple[str, str, str], _Record]
     testbeds: kopf.Index[Key, dict[str, Any]]
     applications: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
-    pods: Mapping[str, kopf.Index[Key, dict[str, Any]]]  # by application kind
-    executors_on_nodes: kopf.Index[str, Key]
+    pods: Mapping[str, PodIndex[Key, dict[str, Any]]]  # by application kind
+    executors_on_nodes: PodIndex[str, Key]
     runs_on_nodes: kopf.Index[str, tuple[RunOnNode, ...]]
 
     def runs_on(self, nodes: Iterable[str]) -> dict[str, list[RunOnNode]]:
@@ -300,8 +313,8 @@ class _Caches:
             records=scheduling_records.of(indexes),
             testbeds=testbed_tables.of(indexes),
             applications={SPARK.kind: spark_applications.of(indexes), FLINK.kind: flink_deployments.of(indexes)},
-            pods={SPARK.kind: spark_pods.of(indexes), FLINK.kind: flink_pods.of(indexes)},
-            executors_on_nodes=executors_on_nodes.of(indexes),
+            pods={SPARK.kind: spark_pods, FLINK.kind: flink_pods},
+            executors_on_nodes=executors_on_nodes,
             runs_on_nodes=runs_on_nodes.of(indexes),
         )
 
@@ -320,6 +333,8 @@ async def run_batchjob(
     key = (namespace or "", name)
     caches = _Caches.of(indexes)
     stalled_after = memo.get("stalled_after", STALLED_AFTER)
+    if not await PODS.wait_listed(stopped):
+        return
     await _wakeups.run(
         key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger, stalled_after=stalled_after), logger
     )

@@ -1,10 +1,10 @@
 """The Testbed reconciler: keeps one ghost pod per free slot and publishes the slot table.
 
-A thin shell around ``esi.decisions.testbed_lifecycle.decide_testbed``. kopf *indexes* are its caches (nodes, the
-pods on each node, each Testbed's own pods, the reservations Schedulings recorded), so a decision never
-needs an API read. One daemon per Testbed decides whenever something relevant changes (debounced) and at
-least every ``RESYNC_SECONDS``; it creates and deletes ghost pods, emits Events, and is the only writer of
-the Testbed's status.
+A thin shell around ``esi.decisions.testbed_lifecycle.decide_testbed``. Its caches are kopf *indexes* (nodes, the
+reservations Schedulings recorded) and ``operators.pods``' indexes (the pods on each node, each Testbed's own
+pods), so a decision never needs an API read. One daemon per Testbed decides whenever something relevant
+changes (debounced) and at least every ``RESYNC_SECONDS``; it creates and deletes ghost pods, emits Events, and
+is the only writer of the Testbed's status.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from operators.daemons import (
     post_events,
     swap_seen,
 )
+from operators.pods import PODS, PodIndex, RawPod, labels_of, namespace_of
 
 __all__: list[str] = []
 
@@ -66,22 +67,21 @@ def testbed_nodes(*, name: str, body: kopf.Body, **_: Any) -> dict[str, NodeView
     return {name: node_view(body, Resources(_ZERO, _ZERO))}
 
 
-@index("", "v1", "pods")
-def pods_on_nodes(
-    *, namespace: str | None, spec: kopf.Spec, status: kopf.Status, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[str, tuple[TestbedKey | None, Resources]]:
+@PODS.index
+def pods_on_nodes(pod: RawPod) -> dict[str, tuple[TestbedKey | None, Resources]]:
     """Per node, what each unfinished pod requests, and whose Testbed it belongs to (None: nobody's)."""
-    node = spec.get("nodeName")
-    if not node or status.get("phase") in FINISHED_PHASES:
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
         return {}
-    testbed = testbed_of(labels)
-    return {node: (None if testbed is None else (namespace or "", testbed), pod_requests(body))}
+    testbed = testbed_of(labels_of(pod))
+    return {node: (None if testbed is None else (namespace_of(pod), testbed), pod_requests(pod))}
 
 
-@index("", "v1", "pods", labels={TESTBED_LABEL: kopf.PRESENT})
-def testbed_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[TestbedKey, PodView]:
-    view = pod_view(body)
-    return {} if view is None else {(namespace or "", labels[TESTBED_LABEL]): view}
+@PODS.index
+def testbed_pods(pod: RawPod) -> dict[TestbedKey, PodView]:
+    testbed = labels_of(pod).get(TESTBED_LABEL)
+    view = None if testbed is None else pod_view(pod)
+    return {} if testbed is None or view is None else {(namespace_of(pod), testbed): view}
 
 
 @index(GROUP, VERSION, "schedulings")
@@ -122,13 +122,17 @@ async def _node_changed(*, name: str, type: str | None, body: kopf.Body, **index
         _wakeups.wake(testbeds_of_node(labels, testbeds_by_label.of(indexes)))
 
 
-@kopf.on.event("", "v1", "pods")
-async def _pod_changed(*, namespace: str | None, labels: kopf.Labels, spec: kopf.Spec, **indexes: Any) -> None:
+@PODS.on_change
+def _pod_changed(pod: RawPod | None, indexes: Mapping[str, Any]) -> None:
     # A Testbed's own pod concerns that Testbed; another pod, the Testbeds of the node it is bound to (what that
-    # node has left for slots). A pod not bound takes no node's room.
+    # node has left for slots). A pod not bound takes no node's room. All pods listed again: every Testbed.
+    if pod is None:
+        _wakeups.wake()
+        return
+    labels = labels_of(pod)
     if TESTBED_LABEL in labels:
-        _wakeups.wake([(namespace or "", labels[TESTBED_LABEL])])
-    elif node := spec.get("nodeName"):
+        _wakeups.wake([(namespace_of(pod), labels[TESTBED_LABEL])])
+    elif node := (pod.get("spec") or {}).get("nodeName"):
         view = first(testbed_nodes.of(indexes).get(str(node)))
         _wakeups.wake(None if view is None else testbeds_of_node(view.labels, testbeds_by_label.of(indexes)))
 
@@ -161,14 +165,15 @@ async def keep_slots(
 ) -> None:
     key = (namespace or "", name)
     caches = _Caches.of(indexes)
-    await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
+    if await PODS.wait_listed(stopped):
+        await _wakeups.run(key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger), logger)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Caches:
     nodes: kopf.Index[str, NodeView]
-    pods_on_nodes: kopf.Index[str, tuple[TestbedKey | None, Resources]]
-    own_pods: kopf.Index[TestbedKey, PodView]
+    pods_on_nodes: PodIndex[str, tuple[TestbedKey | None, Resources]]
+    own_pods: PodIndex[TestbedKey, PodView]
     reserved: kopf.Index[TestbedKey, tuple[Reservation, ...]]
     holds: kopf.Index[HoldKey, Hold]
 
@@ -177,8 +182,8 @@ class _Caches:
         """The indexes the Testbed reconciler reads, among those kopf passes a handler."""
         return cls(
             testbed_nodes.of(indexes),
-            pods_on_nodes.of(indexes),
-            testbed_pods.of(indexes),
+            pods_on_nodes,
+            testbed_pods,
             reservations.of(indexes),
             holds.of(indexes),
         )

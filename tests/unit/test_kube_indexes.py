@@ -28,7 +28,7 @@ def test_every_handle_names_an_index_kopf_fills() -> None:
     registered = {handler.id for handler in kopf.get_default_registry()._indexing.get_all_handlers()}
     named = {handle.name for module in SHELLS for handle in handles(module)}
 
-    assert {"holds", "testbed_tables", "executors_on_nodes", "reservations", "sim_pods"} <= named
+    assert {"holds", "testbed_tables", "reservations", "sim_pods"} <= named
     assert named <= registered
 
 
