@@ -9,7 +9,7 @@ extender as the baseline and, unless ``--no-before``, one configured the earlier
 esi run: a Testbed of ``--nodes`` full nodes (every slot's ghost fills its node), job k reserved the slots
 of node k; all executors are created at once (``--creators`` threads, as many Spark drivers would create
 theirs) and the clock stops when every one runs. Each needs the extender's filter answer and its bind call,
-which evicts the slot's ghost and binds the executor. Before run:
+which deletes the slot's ghost and binds the executor. Before run:
 the same on a Testbed of its own, each executor needing a preemption of its slot's ghost, the ghost's
 deletion and a second scheduling cycle. Baseline run, same process: the same number of pods, same sizes,
 pinned by node selector to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
@@ -23,16 +23,18 @@ import argparse
 import json
 import os
 import re
+import resource
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from lightkube import Client, KubeConfig
+from lightkube.core.client import LabelValue
 from lightkube.resources.core_v1 import Pod
 
 from bench.processes import cpu_seconds, cpu_table
@@ -49,6 +51,7 @@ from esi.objects.names import (
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from kube.resources import PodObjects, plain
 
 TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
@@ -108,27 +111,38 @@ def _create(kubeconfig: Path, pods: list[Pod], creators: int) -> None:
 
 
 def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[float, list[Pod]]:
-    """Create ``pods`` (each labelled ``bench: run``) at once; seconds until all run, and the pods."""
+    """Create ``pods`` (each labelled ``bench: run``) at once; seconds until all run, and the pods.
+
+    Their phases are followed by a WATCH of the run's pods, read as plain dicts: polling a LIST of them would cost
+    the API server (and this process, on the same cores) a serialized copy of every pod several times a second."""
     client = stack.client
+    selector: dict[str, LabelValue] = {"bench": run}
     started = time.monotonic()
+    listing = client.list(PodObjects, namespace=NAMESPACE, labels=selector)
+    running = {pod["metadata"]["name"] for pod in map(plain, listing) if _phase(pod) == "Running"}
+    version = listing.resourceVersion
     _create(stack.cluster.kubeconfig, pods, creators)
     print(f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created ({creators} at a time)", flush=True)
-    last = -1
-    while True:
-        running = [
-            p
-            for p in client.list(Pod, namespace=NAMESPACE, labels={"bench": run})
-            if p.status is not None and p.status.phase == "Running"
-        ]
+    printed, printed_at = -1, 0.0
+    watch = client.watch(PodObjects, namespace=NAMESPACE, labels=selector, resource_version=version)
+    for event, item in watch:
+        pod = plain(item)
+        if event != "DELETED" and _phase(pod) == "Running":
+            running.add(pod["metadata"]["name"])
         elapsed = time.monotonic() - started
-        if len(running) != last:
+        if len(running) >= len(pods) or (len(running) != printed and elapsed - printed_at >= 1.0):
             print(f"  {elapsed:6.1f}s  {len(running):5d}/{len(pods)} running", flush=True)
-            last = len(running)
+            printed, printed_at = len(running), elapsed
         if len(running) >= len(pods):
-            return elapsed, running
+            return elapsed, list(client.list(Pod, namespace=NAMESPACE, labels=selector))
         if elapsed > 1800:
             raise SystemExit("gave up after 30 minutes")
-        time.sleep(0.2)
+    raise SystemExit("the watch of the benchmark's pods ended")
+
+
+def _phase(pod: Mapping[str, Any]) -> str | None:
+    phase: str | None = (pod.get("status") or {}).get("phase")
+    return phase
 
 
 Histograms = dict[tuple[str, float], float]
@@ -170,9 +184,9 @@ def _request_table(before: dict[str, float], after: dict[str, float], pods: int)
     ]
     total = sum(writes.values())
     lines.append(f"    {'all writes':<40} {int(total):6d}  ({total / pods:4.2f} per pod)")
-    for resource in ("pods", "testbeds"):
-        events, kib = made.get(f"watch events {resource}", 0.0), made.get(f"watch KiB {resource}", 0.0)
-        what = f"watch events sent, {resource}"
+    for kind in ("pods", "testbeds"):
+        events, kib = made.get(f"watch events {kind}", 0.0), made.get(f"watch KiB {kind}", 0.0)
+        what = f"watch events sent, {kind}"
         lines.append(f"    {what:<40} {int(events):6d}  ({events / pods:4.2f} per pod, {kib:,.0f} KiB)")
     return "\n".join(lines)
 
@@ -293,10 +307,17 @@ class Placed:
     where: str
 
 
+def _cpu_seconds(stack: Stack) -> dict[str, float]:
+    """Each component's CPU seconds so far, and this process's (it creates the pods and follows them, on the same
+    cores)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return cpu_seconds(stack.cluster.directory) | {"benchmark": usage.ru_utime + usage.ru_stime}
+
+
 def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler, creators: int) -> Placed:
     """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
     cpu, extender, scheduling, requests = (
-        cpu_seconds(stack.cluster.directory),
+        _cpu_seconds(stack),
         _extender_buckets(stack.api_url),
         _scheduler_buckets(scheduler),
         _api_requests(stack.cluster),
@@ -304,7 +325,7 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
     seconds, running = _place(stack, pods, run, creators)
     where = [
         "  CPU time per component:",
-        cpu_table(cpu, cpu_seconds(stack.cluster.directory), seconds),
+        cpu_table(cpu, _cpu_seconds(stack), seconds),
         "  writes answered by the API server (the benchmark's own: one create per pod), watch events it sent:",
         _request_table(requests, _api_requests(stack.cluster), len(pods)),
         f"  {scheduler.settings.scheduler_name}'s latencies:",
