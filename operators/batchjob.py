@@ -223,23 +223,20 @@ async def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
         _wakeups.wake([(namespace or "", hold.held)])
 
 
-TestbedView = tuple[Mapping[str, Any], dict[str, tuple[tuple[Any, ...], ...]]]  # spec, rows by job
+TestbedView = tuple[Mapping[str, Any], dict[str, dict[Any, Mapping[str, Any]]]]  # spec, rows by job and slot id
 
 # Each Testbed as it last woke the BatchJobs: what a job reads of it is its spec and the rows of its slots.
 _testbeds_seen: dict[Key, TestbedView] = {}
 
 
 def testbed_view(spec: Mapping[str, Any], slots: Iterable[Mapping[str, Any]]) -> TestbedView:
-    """A Testbed's spec, and the rows of its slot table by the job each lists (rows of no job left out)."""
-    rows: dict[str, list[Mapping[str, Any]]] = {}
+    """A Testbed's spec, and the rows of its slot table by the job each lists and their slot id (rows of no job
+    left out)."""
+    rows: dict[str, dict[Any, Mapping[str, Any]]] = {}
     for row in slots:
-        if row.get("job"):
-            rows.setdefault(str(row["job"]), []).append(row)
-    by_job = {
-        job: tuple(tuple(sorted(row.items())) for row in sorted(listed, key=lambda r: str(r.get("id"))))
-        for job, listed in rows.items()
-    }
-    return dict(spec), by_job
+        if job := row.get("job"):
+            rows.setdefault(str(job), {})[row.get("id")] = row
+    return dict(spec), rows
 
 
 def jobs_to_wake(before: TestbedView | None, after: TestbedView | None) -> set[str] | None:
