@@ -55,6 +55,7 @@ TESTBED_NODE = "esi.bench/chaos-node"
 COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME}")
 SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
 ROUND_TIMEOUT = 3600.0
+CHAOS_NODE_LEASE_SECONDS = 10
 # What esi tells when something waits or what it repairs: counted per round from its Events.
 TOLD = ("Stalled", "JobRetrying", "WaitCycle")
 
@@ -408,7 +409,13 @@ def chaos(
     specs = [NodeSpec(f"tb-{i}", str(per_node), f"{per_node}Gi", labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
     specs.append(NodeSpec("drivers", "256", "1024Gi", labels={DRIVER_NODE: "true"}))
     sim_args = sim if sim is not None else ["--time-scale=0.05", "--default-runtime=60"]
-    with local_stack("bench-chaos", specs, sim=sim_args, supervise=True, keep_logs=keep_logs) as stack:
+    # The KWOK controller restarts with the control plane, and a new one plays a node's kubelet only once the lease
+    # of the one before it expired (kwokctl's: 200 s, every pod stalled as long after each restart; a kubelet
+    # would keep its node): short leases, renewed every 2.5 s.
+    leases = CHAOS_NODE_LEASE_SECONDS
+    with local_stack(
+        "bench-chaos", specs, sim=sim_args, supervise=True, keep_logs=keep_logs, node_lease_seconds=leases
+    ) as stack:
         cluster = stack.cluster
         testbed = {"nodeLabel": TESTBED_NODE, "slotsPerNode": per_node, "resourcesPerSlot": size}
         _create(

@@ -59,11 +59,13 @@ def local_stack(
     operators: Sequence[str] = (),
     supervise: bool = False,
     keep_logs: Path | None = None,
+    node_lease_seconds: int | None = None,
 ) -> Iterator[Stack]:
     """The stack, deleted afterwards; ``sim``: arguments of ``python -m sim`` (None: no simulator);
     ``operators``: more arguments of ``python -m operators``; ``supervise``: every component under
-    ``infra.supervise``, as the local stack runs them (started again when it exits or is killed)."""
-    cluster = LocalCluster(name, Path(tempfile.mkdtemp(prefix="esi-bench-")))
+    ``infra.supervise``, as the local stack runs them (started again when it exits or is killed);
+    ``node_lease_seconds``: see ``LocalCluster``."""
+    cluster = LocalCluster(name, Path(tempfile.mkdtemp(prefix="esi-bench-")), node_lease_seconds=node_lease_seconds)
     try:
         started = time.monotonic()
         cluster.create()

@@ -173,9 +173,14 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 class LocalCluster:
     """One named local cluster. Creating an existing cluster is an error; deleting a missing one is not."""
 
-    def __init__(self, name: str, workdir: Path = DEFAULT_WORKDIR) -> None:
+    def __init__(self, name: str, workdir: Path = DEFAULT_WORKDIR, *, node_lease_seconds: int | None = None) -> None:
+        """``node_lease_seconds``: the KWOK controller's node leases (None: kwokctl's, 200 s, renewed every 50 s).
+        A KWOK controller plays the kubelet of a node only while it holds the node's lease, and one started
+        afresh (``restart_control_plane``) takes a node over only once the lease of the one before it expired:
+        a cluster whose control plane restarts often wants them short (and then renews them more often)."""
         self.name = name
         self.workdir = workdir
+        self.node_lease_seconds = node_lease_seconds
 
     @property
     def directory(self) -> Path:
@@ -343,6 +348,10 @@ class LocalCluster:
             {"key": "manage-all-nodes", "value": "false", "override": True},
             {"key": "manage-nodes-with-annotation-selector", "value": f"{KWOK_NODE_ANNOTATION}=fake"},
         ]
+        if self.node_lease_seconds is not None:
+            kwok_only.append(
+                {"key": "node-lease-duration-seconds", "value": str(self.node_lease_seconds), "override": True}
+            )
         # The controller manager's client is limited to 20 requests/s by default: it lifts the not-ready taint
         # of new nodes one PATCH at a time, and 2,000 new nodes waited 7.5 minutes for it.
         controller_rate = [

@@ -76,6 +76,25 @@ def test_a_cluster_created_while_another_is_down_takes_none_of_its_ports(tmp_pat
         down.delete()
 
 
+def test_a_restarted_kwok_plays_its_nodes_kubelets_again_within_a_short_node_lease(tmp_path: Path, unique: str) -> None:
+    # kwokctl's own leases (200 s, renewed every 50 s) keep a KWOK controller started afresh off its nodes for
+    # minutes: it takes a node over only once the lease of the one before it expired.
+    cluster = LocalCluster(f"lease-{unique}", workdir=tmp_path / "kwok", node_lease_seconds=5)
+    try:
+        cluster.create([NodeSpec("a")])
+        cluster.restart_control_plane()
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "a", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        }
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(pod))
+        cluster.kubectl("wait", "pod/p", "--for=jsonpath={.status.phase}=Running", "--timeout=60s", timeout=90)
+    finally:
+        cluster.delete()
+
+
 def test_a_control_plane_whose_port_another_process_took_says_so_at_start(tmp_path: Path, unique: str) -> None:
     cluster = LocalCluster(f"taken-{unique}", workdir=tmp_path / "kwok")
     try:
