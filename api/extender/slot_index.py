@@ -62,7 +62,7 @@ class IndexedSlot:
 
 @dataclass(frozen=True)
 class BindPlan:
-    """How to bind a pod the scheduler placed: evict ``ghost`` (name, UID if known) of ``slot`` first, if any;
+    """How to bind a pod the scheduler placed: delete ``ghost`` (name, UID if known) of ``slot`` first, if any;
     or not at all, for ``error``."""
 
     slot: int | None = None

@@ -13,11 +13,11 @@ leave; their ghosts are then replaced, which is cheap.
 
 Ghosts: every slot that no executor is in has exactly one ghost pod, pinned to the slot's node, whose
 requests are the slot size — except a slot whose ghost is gone while an executor waits to be bound: the
-extender evicted the ghost for that executor, and a new one would take the room back. Such an executor
-either carries the slot already (recorded before a preemption) or carries none until the Binding records it;
-for the latter, no reserved slot of its job gets a ghost while the job has an executor the scheduler has yet
-to place. A slot's
-ghost is a pod of role ghost on that node carrying that slot id, not terminating and not finished. The shell
+ghost made way for that executor (the extender's bind deleted it, or a preemption evicted it), and a new
+one would take the room back. Such an executor either carries the slot already (recorded before a
+preemption) or carries none until the Binding records it; for the latter, no reserved slot of its job gets a
+ghost while the job has an executor the scheduler has yet to place. A slot's ghost is a pod of role ghost on
+that node carrying that slot id, not terminating and not finished. The shell
 names a ghost after the testbed, node and slot id, so a creation is idempotent; for the same reason no ghost
 is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
 that still meets the ghost it replaces fails harmlessly and is decided again on the next pod event.
@@ -303,7 +303,7 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
-    # Jobs with an executor the scheduler has yet to place: the extender may have evicted the ghost of one of
+    # Jobs with an executor the scheduler has yet to place: the extender may have deleted the ghost of one of
     # the job's reserved slots for it, the binding (which records the slot) still on its way, and a ghost put
     # back meanwhile would overcommit the node (its kubelet refuses one).
     awaited = {e.job for e in executors if e.slot is None and e.node_name is None and not e.terminating}
@@ -587,8 +587,8 @@ def _unfit_ghost(ghost: PodView, places: Mapping[int, SlotPlace], size: Resource
 
 
 def _being_placed(executors: Sequence[PodView]) -> bool:
-    """An executor was given the slot and is not bound yet: with the slot's ghost gone, the scheduler evicted the
-    ghost for that executor, and a new one (pinned, so no scheduler stops it) would take the room back."""
+    """An executor was given the slot and is not bound yet: with the slot's ghost gone, the ghost made way for that
+    executor, and a new one (pinned, so no scheduler stops it) would take the room back."""
     return any(e.node_name is None and not e.terminating for e in executors)
 
 

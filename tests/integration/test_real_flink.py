@@ -316,7 +316,7 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
     assert counts.get("be", 0) >= 2, f"WordCount's output in the TaskManagers' logs: {counts}"
     returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(flink, NAMESPACE), timeout=120)
     assert ghosts is not None
-    assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for a TaskManager"
+    assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was deleted for a TaskManager"
 
     assert runs[REAL].states[-1] == ("STABLE", "READY", "FINISHED"), runs[REAL].states
     assert shapes(runs[SIMULATED], "wordcount", first) == shapes(runs[REAL], "wordcount", first)
@@ -334,7 +334,7 @@ def test_word_count_runs_in_its_slots_on_a_real_node_as_the_simulator_runs_it(
         f"    of which stand-in + Flink's client until the JobManager pod exists: {jobmanager.created - start:.1f} s,\n"
         f"    JobManager pod created -> TaskManager pods created (JVM start, job submitted inside): "
         f"{created - jobmanager.created:.1f} s,\n"
-        f"    TaskManager pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
+        f"    TaskManager pods created -> running (second scheduler, extender, ghost deletion, kubelet): "
         f"{placed - created:.1f} s\n"
         f"  FlinkDeployment (lifecycleState, jobManagerDeploymentStatus, jobStatus.state) as seen, real: "
         f"{runs[REAL].states}\n  simulated: {runs[SIMULATED].states}\n"

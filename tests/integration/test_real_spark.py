@@ -229,7 +229,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
     create_in(cluster, NAMESPACE, sleeping_pod("ordinary", spark.image, more_than_is_free))
     why = wait_for("the ordinary pod to be refused a node", unschedulable(spark, "ordinary"))
     assert "Insufficient cpu" in why, why
-    assert real_ghosts(spark, NAMESPACE) == ghosts, "no ghost was evicted for it"
+    assert real_ghosts(spark, NAMESPACE) == ghosts, "no ghost was deleted for it"
     cluster.kubectl("delete", "-n", NAMESPACE, "pod", "ordinary", "--wait=true")
 
     create_in(cluster, NAMESPACE, sparkpi_job(spark, "sparkpi"))
@@ -252,7 +252,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
 
     # The executors are gone: the slots hold new ghosts, running again.
     returned = wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
-    assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was evicted for an executor"
+    assert set(returned.values()).isdisjoint(ghosts.values()), "each ghost was deleted for an executor"
 
     created = min(e.created for e in executors.values())
     placed = max(e.running or 0 for e in executors.values())
@@ -260,7 +260,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
         "figure",
         f"  Scheduling created -> both executors running in their slots: {placed - start:.1f} s\n"
         f"    of which operator + spark-submit + driver until the executor pods exist: {created - start:.1f} s,\n"
-        f"    executor pods created -> running (second scheduler, extender, ghost eviction, kubelet): "
+        f"    executor pods created -> running (second scheduler, extender, ghost deletion, kubelet): "
         f"{placed - created:.1f} s\n"
         f"  the same two pods placed by the default scheduler on the same node -> running: {baseline:.1f} s\n"
         f"  placement and start, esi / default scheduler: x{(placed - created) / baseline:.1f}",
