@@ -412,9 +412,13 @@ def chaos(
     # The KWOK controller restarts with the control plane, and a new one plays a node's kubelet only once the lease
     # of the one before it expired (kwokctl's: 200 s, every pod stalled as long after each restart; a kubelet
     # would keep its node): short leases, renewed every 2.5 s.
-    leases = CHAOS_NODE_LEASE_SECONDS
     with local_stack(
-        "bench-chaos", specs, sim=sim_args, supervise=True, keep_logs=keep_logs, node_lease_seconds=leases
+        "bench-chaos",
+        specs,
+        sim=sim_args,
+        supervise=True,
+        keep_logs=keep_logs,
+        node_lease_seconds=CHAOS_NODE_LEASE_SECONDS,
     ) as stack:
         cluster = stack.cluster
         testbed = {"nodeLabel": TESTBED_NODE, "slotsPerNode": per_node, "resourcesPerSlot": size}
