@@ -220,14 +220,7 @@ class LocalCluster:
         control_plane = self._control_plane_pids()
         _run([toolchain.binary("kwokctl"), "stop", "cluster", "--name", self.name], env=self._kwokctl_env())
         # kwokctl signals them and returns; a kube-apiserver still shutting down holds its port.
-        deadline = time.monotonic() + 60
-        while any(process_alive(pid) for pid in control_plane):
-            if time.monotonic() > deadline:
-                for pid in control_plane:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                break
-            time.sleep(0.1)
+        _await_exit(control_plane)
 
     def start(self, *, timeout: float = 180) -> None:
         """Start the control plane of a cluster that exists but is stopped (``stop``, or a reboot).
@@ -475,6 +468,7 @@ class LocalCluster:
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         if self.directory.exists():
+            control_plane = self._control_plane_pids()
             # kwokctl removes the cluster's context from --kubeconfig (default ~/.kube/config, which it never
             # touched); an empty value is refused, so name the cluster's own kubeconfig, deleted anyway.
             _run(
@@ -488,6 +482,7 @@ class LocalCluster:
                 ],
                 env=self._kwokctl_env(),
             )
+            _await_exit(control_plane)  # kwokctl signals them and returns, as at stop
         (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
 
     def kubectl(self, *args: str, input_text: str | None = None, timeout: float = 60) -> str:
@@ -587,6 +582,18 @@ def child_pids(parent: int) -> list[int]:
             if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
                 children.append(int(stat.parent.name))
     return children
+
+
+def _await_exit(pids: Sequence[int], *, timeout: float = 60) -> None:
+    """Wait until none of ``pids`` runs; SIGKILL those still running after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(process_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            return
+        time.sleep(0.1)
 
 
 def process_alive(pid: int) -> bool:
