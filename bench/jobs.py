@@ -17,6 +17,7 @@ the cluster's own kube-scheduler. Prints p50/p99 of each and their ratios. Figur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -91,8 +92,20 @@ class Timeline:
         self._lock = threading.Lock()
         self._job, self._started, self._stages = "", 0.0, Stages()
         self._apps: set[str] = set()  # the trial's applications
+        self._closed = threading.Event()
         for watch in (self._testbeds, self._applications, self._drivers):
-            threading.Thread(target=watch, daemon=True).start()
+            threading.Thread(target=self._quietly, args=(watch,), daemon=True).start()
+
+    def close(self) -> None:
+        """The cluster is about to go: its watches may end, without a word."""
+        self._closed.set()
+
+    def _quietly(self, watch: Callable[[], None]) -> None:
+        try:
+            watch()
+        except Exception:
+            if not self._closed.is_set():
+                raise
 
     def follow(self, job: str, started: float, stages: Stages) -> None:
         with self._lock:
@@ -272,25 +285,25 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
         base_seconds: dict[bool, list[float]] = {swap: [] for swap in paths}
         stages: dict[bool, list[Stages]] = {swap: [] for swap in paths}
         scheduler = stack.scheduler
-        timeline = Timeline(cluster.kubeconfig)
-        for trial in range(jobs):
-            for swap in paths:
-                if before:
-                    scheduler = _scheduler(cluster, scheduler, swap=swap)
-                job = f"job-{trial}{'' if swap else '-before'}"
-                esi, placed, seen = _trial(stack, timeline, job, executors, slot_nodes)
-                seconds[swap].append(esi)
-                stages[swap].append(seen)
-                base_seconds[swap].append(_baseline(client, placed, f"{trial}-{int(swap)}"))
-                path = "swap" if swap else "before"
-                print(f"  {job}: esi ({path}) {esi:5.2f}s   baseline {base_seconds[swap][-1]:5.2f}s", flush=True)
-                cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
-                # Its executors hold their slots until they are gone (the next job's would be refused until then).
-                _wait(f"the executors of {job} to be gone", lambda: _gone(client, job))  # noqa: B023
-                _wait(
-                    "the Testbed to be Ready again",
-                    lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,
-                )
+        with contextlib.closing(Timeline(cluster.kubeconfig)) as timeline:
+            for trial in range(jobs):
+                for swap in paths:
+                    if before:
+                        scheduler = _scheduler(cluster, scheduler, swap=swap)
+                    job = f"job-{trial}{'' if swap else '-before'}"
+                    esi, placed, seen = _trial(stack, timeline, job, executors, slot_nodes)
+                    seconds[swap].append(esi)
+                    stages[swap].append(seen)
+                    base_seconds[swap].append(_baseline(client, placed, f"{trial}-{int(swap)}"))
+                    path = "swap" if swap else "before"
+                    print(f"  {job}: esi ({path}) {esi:5.2f}s   baseline {base_seconds[swap][-1]:5.2f}s", flush=True)
+                    cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
+                    # Its executors hold their slots until they are gone (the next job's would be refused until then).
+                    _wait(f"the executors of {job} to be gone", lambda: _gone(client, job))  # noqa: B023
+                    _wait(
+                        "the Testbed to be Ready again",
+                        lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,
+                    )
         print(
             f"\n{jobs} jobs x {executors} executors, Testbed {nodes} nodes x {per_node} slots (full nodes), "
             f"{os.cpu_count()} cores, KWOK nodes; Scheduling created -> all executors running in their slots, "

@@ -43,7 +43,8 @@ __all__ = [
 RESYNC_SECONDS = 30.0
 # At most one decision per object this often, so that a burst of events is decided together: a Testbed's
 # come in bursts (its pods); a Scheduling's and a BatchJob's one at a time along the way from a Scheduling to
-# its application, where every wait adds to the time until a job runs.
+# its application, where every wait adds to the time until a job runs — and a Testbed woken on that way (a
+# hold, a reservation) decides at once (``Wakeups.wake``).
 DEBOUNCE_SECONDS = 0.1
 CHAIN_DEBOUNCE_SECONDS = 0.02
 # How long kopf lets a daemon end by itself (it does at once: ``Wakeups.run``) before cancelling it.
@@ -110,11 +111,16 @@ class Wakeups:
         self.what = what
         self.debounce_seconds = debounce_seconds
         self._events: dict[Hashable, asyncio.Event] = {}
+        self._hurried: dict[Hashable, asyncio.Event] = {}  # woken at once: no debounce
 
-    def wake(self, keys: Iterable[Hashable] | None = None) -> None:
-        """Ask the daemons of ``keys`` (all of them when None) to decide again."""
+    def wake(self, keys: Iterable[Hashable] | None = None, *, at_once: bool = False) -> None:
+        """Ask the daemons of ``keys`` (all of them when None) to decide again. ``at_once``: for a change on the
+        way from a Scheduling to its running job — decided without the debounce, which gathers bursts of
+        events, yet no sooner than the last decision took (``debounce``)."""
         for key, event in list(self._events.items()):
             if keys is None or key in keys:
+                if at_once:
+                    self._hurried[key].set()
                 event.set()
 
     def wake_where(self, matches: Callable[[Hashable], bool]) -> None:
@@ -132,9 +138,11 @@ class Wakeups:
         """Decide until the object goes: at once, then on every wake-up, resync, or when ``decide`` asks
         to look again (it returns seconds; None: only on a change)."""
         wake = self._events.setdefault(key, asyncio.Event())
+        hurried = self._hurried.setdefault(key, asyncio.Event())
 
         async def wake_when_stopped() -> None:  # so that a stop ends the wait at once, not kopf's cancelling
             await stopped.wait()
+            hurried.set()
             wake.set()
 
         watching_stop = asyncio.create_task(wake_when_stopped())
@@ -142,6 +150,7 @@ class Wakeups:
         try:
             while not stopped:
                 wake.clear()
+                hurried.clear()
                 again: float | None = None
                 stale = False
                 started = loop.time()
@@ -158,11 +167,16 @@ class Wakeups:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=timeout)
                 if not stopped and not stale:
-                    pause = debounce(decided_at, loop.time(), self.debounce_seconds, took=decided_at - started)
-                    await asyncio.sleep(pause)
+                    took = decided_at - started
+                    pause = debounce(decided_at, loop.time(), self.debounce_seconds, took=took)
+                    if pause > 0 and not hurried.is_set():
+                        with contextlib.suppress(TimeoutError):  # a wake-up at once ends the debounce
+                            await asyncio.wait_for(hurried.wait(), timeout=pause)
+                    await asyncio.sleep(debounce(decided_at, loop.time(), 0.0, took=took))
         finally:
             watching_stop.cancel()
             self._events.pop(key, None)
+            self._hurried.pop(key, None)
 
 
 def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS, *, took: float = 0.0) -> float:

@@ -141,12 +141,12 @@ def _pod_changed(pod: RawPod | None, indexes: Mapping[str, Any]) -> None:
 async def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
     hold = read_hold(body)
     if hold is not None:
-        _wakeups.wake([(namespace or "", hold.held)])
+        _wakeups.wake([(namespace or "", hold.held)], at_once=True)
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
 async def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
-    _wakeups.wake([(namespace or "", testbed_name(spec))])
+    _wakeups.wake([(namespace or "", testbed_name(spec))], at_once=True)  # its reservations
 
 
 # --- the reconciler -------------------------------------------------------------------------------------

@@ -44,6 +44,36 @@ def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> No
     assert asyncio.run(scenario()) == ["decided", "decided"]
 
 
+def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
+    async def scenario() -> tuple[int, int, int]:
+        wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
+        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+        decided = asyncio.Event()
+        decisions = 0
+
+        async def decide() -> float | None:
+            nonlocal decisions
+            decisions += 1
+            decided.set()
+            return None
+
+        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
+        await asyncio.wait_for(decided.wait(), timeout=5)
+        first = decisions
+        wakeups.wake(["key"])  # right after a decision: waits for the debounce
+        wakeups.wake(["other"], at_once=True)  # another object's hurry is not this one's
+        await asyncio.sleep(0.3)
+        debounced = decisions
+        decided.clear()
+        wakeups.wake(["key"], at_once=True)
+        await asyncio.wait_for(decided.wait(), timeout=5)
+        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+        await asyncio.wait_for(daemon, timeout=1)
+        return first, debounced, decisions
+
+    assert asyncio.run(scenario()) == (1, 1, 2)
+
+
 @pytest.mark.parametrize(
     ("woken_after", "wait"),
     [(5.0, 0.0), (DEBOUNCE_SECONDS, 0.0), (0.0, DEBOUNCE_SECONDS), (DEBOUNCE_SECONDS / 4, DEBOUNCE_SECONDS * 3 / 4)],
