@@ -34,7 +34,7 @@ def test_filter_answers_with_gos_field_names(client: TestClient) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "NodeNames": ["n1"],
-        "FailedNodes": {"n0": "slot 3 of testbed tb is on node n1"},
+        "FailedNodes": {},
         "FailedAndUnresolvableNodes": {},
         "Error": "",
     }
