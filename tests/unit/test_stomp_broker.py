@@ -493,10 +493,12 @@ def test_a_silent_client_is_disconnected_after_twice_its_period(serve: Callable[
 
 
 def test_the_clients_heartbeats_keep_a_quiet_session_open(serve: Callable[..., Served]) -> None:
-    esi = serve(heartbeat_ms=(150, 150))
-    with subscribe(esi.url, ["/topic/jobs"], token=ALICE, heartbeat_ms=150) as messages:
-        # Longer than either side waits (2 x 150 ms) without messages: only heart-beats keep the session.
-        assert messages.next(timeout=0.5) is None
+    # Heart-beats every 300 ms, each side waiting twice that: a heart-beat may come 300 ms late (a busy machine,
+    # the server and this client sharing one interpreter) before either side gives up.
+    esi = serve(heartbeat_ms=(300, 300))
+    with subscribe(esi.url, ["/topic/jobs"], token=ALICE, heartbeat_ms=300) as messages:
+        # Longer than either side waits (2 x 300 ms) without messages: only heart-beats keep the session.
+        assert messages.next(timeout=0.8) is None
         esi.publish("/topic/jobs", "still here")
 
         message = messages.next(timeout=5)
