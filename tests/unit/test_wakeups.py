@@ -61,7 +61,6 @@ def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
         await asyncio.wait_for(decided.wait(), timeout=5)
         first = decisions
         wakeups.wake(["key"])  # right after a decision: waits for the debounce
-        wakeups.wake(["other"], at_once=True)  # another object's hurry is not this one's
         await asyncio.sleep(0.3)
         debounced = decisions
         decided.clear()
