@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import ssl
 import time
 import urllib.request
@@ -37,6 +36,7 @@ from lightkube import Client, KubeConfig
 from lightkube.core.client import LabelValue
 from lightkube.resources.core_v1 import Pod
 
+from bench.apiserver import api_requests, metric_labels, request_table
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
 from esi.objects.names import (
@@ -57,7 +57,6 @@ TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
 BEFORE_NODE = "esi.bench/before-node"
 _BUCKET_LINE = re.compile(r"^(?P<metric>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(?P<name>\w+)="(?P<value>[^"]*)"')
 # Histograms read, and the label naming each series: the extender's handler time per verb; the second
 # scheduler's time to find a node for a pod (its filter plugins and the extender's filter call, as the scheduler
 # sees it) and a pod's time from entering its queue to bound (every attempt, the extender's bind call included).
@@ -146,49 +145,6 @@ def _phase(pod: Mapping[str, Any]) -> str | None:
 
 
 Histograms = dict[tuple[str, float], float]
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
-_WATCH_EVENTS = re.compile(
-    r"^apiserver_watch_events_(?P<what>total|sizes_sum)\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE
-)
-
-
-def _api_requests(cluster: Any) -> dict[str, float]:
-    """What the API server has done so far: writes answered per verb, resource and subresource ("PATCH
-    pods/status"), and watch events sent per resource, counted ("watch events pods") and in bytes ("watch
-    bytes pods") — every write is sent to every watcher of its resource."""
-    metrics = cluster.kubectl("get", "--raw", "/metrics")
-    counts: dict[str, float] = {}
-    for match in _REQUESTS.finditer(metrics):
-        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
-        if labels.get("verb") in {"WATCH", "LIST", "GET"}:
-            continue
-        resource = "/".join(part for part in (labels.get("resource"), labels.get("subresource")) if part)
-        key = f"{labels.get('verb')} {resource}"
-        counts[key] = counts.get(key, 0.0) + float(match["count"])
-    for match in _WATCH_EVENTS.finditer(metrics):
-        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
-        key = f"watch {'events' if match['what'] == 'total' else 'KiB'} {labels.get('resource')}"
-        counts[key] = counts.get(key, 0.0) + float(match["count"]) / (1 if match["what"] == "total" else 1024)
-    return counts
-
-
-def _request_table(before: dict[str, float], after: dict[str, float], pods: int) -> str:
-    """The writes the API server answered between two readings, most first, and per pod placed; then the
-    watch events it sent for pods and Testbeds."""
-    made = {key: after[key] - before.get(key, 0.0) for key in after}
-    writes = {key: count for key, count in made.items() if not key.startswith("watch ")}
-    lines = [
-        f"    {key:<40} {int(count):6d}  ({count / pods:4.2f} per pod)"
-        for key, count in sorted(writes.items(), key=lambda item: -item[1])
-        if count > 0
-    ]
-    total = sum(writes.values())
-    lines.append(f"    {'all writes':<40} {int(total):6d}  ({total / pods:4.2f} per pod)")
-    for kind in ("pods", "testbeds"):
-        events, kib = made.get(f"watch events {kind}", 0.0), made.get(f"watch KiB {kind}", 0.0)
-        what = f"watch events sent, {kind}"
-        lines.append(f"    {what:<40} {int(events):6d}  ({events / pods:4.2f} per pod, {kib:,.0f} KiB)")
-    return "\n".join(lines)
 
 
 def _scrape(url: str, histograms: dict[str, str], context: ssl.SSLContext | None = None) -> Histograms:
@@ -200,7 +156,7 @@ def _scrape(url: str, histograms: dict[str, str], context: ssl.SSLContext | None
     for match in _BUCKET_LINE.finditer(text):
         if match["metric"] not in histograms:
             continue
-        labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"])}
+        labels = metric_labels(match["labels"])
         series_label = histograms[match["metric"]]
         series = labels.get(series_label, "") if series_label else match["metric"].removeprefix("scheduler_")
         key = (series, float("inf") if labels["le"] == "+Inf" else float(labels["le"]))
@@ -307,27 +263,20 @@ class Placed:
     where: str
 
 
-def _cpu_seconds(stack: Stack) -> dict[str, float]:
-    """Each component's CPU seconds so far, and this process's (it creates the pods and follows them, on the same
-    cores)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return cpu_seconds(stack.cluster.directory) | {"benchmark": usage.ru_utime + usage.ru_stime}
-
-
 def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler, creators: int) -> Placed:
     """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
     cpu, extender, scheduling, requests = (
-        _cpu_seconds(stack),
+        cpu_seconds(stack.cluster.directory, with_benchmark=True),
         _extender_buckets(stack.api_url),
         _scheduler_buckets(scheduler),
-        _api_requests(stack.cluster),
+        api_requests(stack.cluster),
     )
     seconds, running = _place(stack, pods, run, creators)
     where = [
         "  CPU time per component:",
-        cpu_table(cpu, _cpu_seconds(stack), seconds),
+        cpu_table(cpu, cpu_seconds(stack.cluster.directory, with_benchmark=True), seconds),
         "  writes answered by the API server (the benchmark's own: one create per pod), watch events it sent:",
-        _request_table(requests, _api_requests(stack.cluster), len(pods)),
+        request_table(requests, api_requests(stack.cluster), len(pods), "pod"),
         f"  {scheduler.settings.scheduler_name}'s latencies:",
         _handler_times(scheduling, _scheduler_buckets(scheduler)),
     ]

@@ -1,0 +1,61 @@
+"""What a local cluster's API server has done, read from its ``/metrics``: the writes it answered and the watch
+events it sent — every write is sent to every watcher of its resource, so writes are what a benchmark's way
+costs the API server beyond its own requests."""
+
+from __future__ import annotations
+
+import re
+
+from infra.local_cluster import LocalCluster
+
+__all__ = ["api_requests", "metric_labels", "request_table"]
+
+_LABEL = re.compile(r'(?P<name>\w+)="(?P<value>[^"]*)"')
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+_WATCH_EVENTS = re.compile(
+    r"^apiserver_watch_events_(?P<what>total|sizes_sum)\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE
+)
+
+
+def metric_labels(text: str) -> dict[str, str]:
+    """The labels of a Prometheus sample, from the text between its braces."""
+    return {label["name"]: label["value"] for label in _LABEL.finditer(text)}
+
+
+def api_requests(cluster: LocalCluster) -> dict[str, float]:
+    """What the API server has done so far: writes answered per verb, resource and subresource ("PATCH
+    pods/status"), and watch events sent per resource, counted ("watch events pods") and in bytes ("watch
+    KiB pods")."""
+    metrics = cluster.kubectl("get", "--raw", "/metrics")
+    counts: dict[str, float] = {}
+    for match in _REQUESTS.finditer(metrics):
+        labels = metric_labels(match["labels"])
+        if labels.get("verb") in {"WATCH", "LIST", "GET"}:
+            continue
+        resource = "/".join(part for part in (labels.get("resource"), labels.get("subresource")) if part)
+        key = f"{labels.get('verb')} {resource}"
+        counts[key] = counts.get(key, 0.0) + float(match["count"])
+    for match in _WATCH_EVENTS.finditer(metrics):
+        labels = metric_labels(match["labels"])
+        key = f"watch {'events' if match['what'] == 'total' else 'KiB'} {labels.get('resource')}"
+        counts[key] = counts.get(key, 0.0) + float(match["count"]) / (1 if match["what"] == "total" else 1024)
+    return counts
+
+
+def request_table(before: dict[str, float], after: dict[str, float], count: int, unit: str) -> str:
+    """The writes the API server answered between two readings, most first, and per ``unit`` (``count`` of
+    them); then the watch events it sent for pods and Testbeds."""
+    made = {key: after[key] - before.get(key, 0.0) for key in after}
+    writes = {key: n for key, n in made.items() if not key.startswith("watch ")}
+    lines = [
+        f"    {key:<40} {int(n):6d}  ({n / count:4.2f} per {unit})"
+        for key, n in sorted(writes.items(), key=lambda item: -item[1])
+        if n > 0
+    ]
+    total = sum(writes.values())
+    lines.append(f"    {'all writes':<40} {int(total):6d}  ({total / count:4.2f} per {unit})")
+    for kind in ("pods", "testbeds"):
+        events, kib = made.get(f"watch events {kind}", 0.0), made.get(f"watch KiB {kind}", 0.0)
+        what = f"watch events sent, {kind}"
+        lines.append(f"    {what:<40} {int(events):6d}  ({events / count:4.2f} per {unit}, {kib:,.0f} KiB)")
+    return "\n".join(lines)
