@@ -43,6 +43,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from bench.apiserver import api_requests, request_table
+from bench.histograms import extender_buckets, handler_times
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
 from esi.objects.applications import SPARK as SPARK_KIND
@@ -429,7 +430,7 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
         # weighs on both alike; the scheduler is restarted between them (not timed).
         paths = ["swap", "before"] if before else ["swap"]
         measured = {path: Measured(Spent(cluster)) for path in [*paths, "bare"]}
-        scheduler = stack.scheduler
+        scheduler, extender = stack.scheduler, extender_buckets(stack.api_url)
         with contextlib.closing(Timeline(cluster.kubeconfig)) as timeline:
             for trial in range(jobs):
                 for path in paths:
@@ -463,6 +464,8 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
             "against pinned pods by the default kube-scheduler right after each:"
         )
         _report(measured, jobs)
+        print("  extender handler time over esi's trials (its calls come from esi's executors alone):")
+        print(handler_times(extender, extender_buckets(stack.api_url)))
 
 
 def main() -> None:

@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import ssl
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,7 +33,8 @@ from lightkube import Client, KubeConfig
 from lightkube.core.client import LabelValue
 from lightkube.resources.core_v1 import Pod
 
-from bench.apiserver import api_requests, metric_labels, request_table
+from bench.apiserver import api_requests, request_table
+from bench.histograms import extender_buckets, handler_times, scheduler_buckets
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
 from esi.objects.names import (
@@ -56,15 +54,6 @@ from kube.resources import PodObjects, plain
 TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
 BEFORE_NODE = "esi.bench/before-node"
-_BUCKET_LINE = re.compile(r"^(?P<metric>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
-# Histograms read, and the label naming each series: the extender's handler time per verb; the second
-# scheduler's time to find a node for a pod (its filter plugins and the extender's filter call, as the scheduler
-# sees it) and a pod's time from entering its queue to bound (every attempt, the extender's bind call included).
-EXTENDER_HISTOGRAMS = {"esi_extender_request_duration_seconds": "route"}
-SCHEDULER_HISTOGRAMS = {
-    "scheduler_scheduling_algorithm_duration_seconds": "",
-    "scheduler_pod_scheduling_sli_duration_seconds": "",
-}
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -142,51 +131,6 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
 def _phase(pod: Mapping[str, Any]) -> str | None:
     phase: str | None = (pod.get("status") or {}).get("phase")
     return phase
-
-
-Histograms = dict[tuple[str, float], float]
-
-
-def _scrape(url: str, histograms: dict[str, str], context: ssl.SSLContext | None = None) -> Histograms:
-    """The ``histograms`` (metric -> the label naming its series, "" for one series) served at ``url``:
-    (series, bucket bound) -> count so far, series summed over their other labels."""
-    with urllib.request.urlopen(url, timeout=10, context=context) as response:  # noqa: S310 (our own URL)
-        text = response.read().decode()
-    counts: Histograms = {}
-    for match in _BUCKET_LINE.finditer(text):
-        if match["metric"] not in histograms:
-            continue
-        labels = metric_labels(match["labels"])
-        series_label = histograms[match["metric"]]
-        series = labels.get(series_label, "") if series_label else match["metric"].removeprefix("scheduler_")
-        key = (series, float("inf") if labels["le"] == "+Inf" else float(labels["le"]))
-        counts[key] = counts.get(key, 0.0) + float(match["count"])
-    return counts
-
-
-def _extender_buckets(api_url: str) -> Histograms:
-    return _scrape(f"{api_url}/metrics", EXTENDER_HISTOGRAMS)
-
-
-def _scheduler_buckets(scheduler: SecondScheduler) -> Histograms:
-    insecure = ssl.create_default_context()
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed; loopback only
-    return _scrape(f"https://127.0.0.1:{scheduler.port}/metrics", SCHEDULER_HISTOGRAMS, insecure)
-
-
-def _handler_times(before: Histograms, after: Histograms) -> str:
-    """p50 and p99 of each series between two scrapes, as the histogram's bucket bounds allow (<=)."""
-    lines = []
-    for series in sorted({series for series, _ in after}):
-        bounds = sorted(le for s, le in after if s == series)
-        counts = [after[(series, le)] - before.get((series, le), 0.0) for le in bounds]
-        if not counts or counts[-1] == 0:
-            continue
-        quantiles = [next(le for le, c in zip(bounds, counts, strict=True) if c >= q * counts[-1]) for q in (0.5, 0.99)]
-        p50, p99 = (q * 1000 for q in quantiles)
-        lines.append(f"    {series:<40} {int(counts[-1]):6d}  p50 <= {p50:g} ms  p99 <= {p99:g} ms")
-    return "\n".join(lines)
 
 
 def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
@@ -267,8 +211,8 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
     """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
     cpu, extender, scheduling, requests = (
         cpu_seconds(stack.cluster.directory, with_benchmark=True),
-        _extender_buckets(stack.api_url),
-        _scheduler_buckets(scheduler),
+        extender_buckets(stack.api_url),
+        scheduler_buckets(scheduler),
         api_requests(stack.cluster),
     )
     seconds, running = _place(stack, pods, run, creators)
@@ -278,10 +222,10 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
         "  writes answered by the API server (the benchmark's own: one create per pod), watch events it sent:",
         request_table(requests, api_requests(stack.cluster), len(pods), "pod"),
         f"  {scheduler.settings.scheduler_name}'s latencies:",
-        _handler_times(scheduling, _scheduler_buckets(scheduler)),
+        handler_times(scheduling, scheduler_buckets(scheduler)),
     ]
     if scheduler.settings.extender_url is not None:
-        where += ["  extender handler time:", _handler_times(extender, _extender_buckets(stack.api_url))]
+        where += ["  extender handler time:", handler_times(extender, extender_buckets(stack.api_url))]
     return Placed(seconds, running, "\n".join(line for line in where if line))
 
 
