@@ -6,8 +6,8 @@ names, victims by UID). Each executor pod is new, so every filter call assigns a
 every preempt call answers for a bound pod. Two times per request: the round trip as the caller sees it —
 from a bare HTTP/1.1 client over a socket, a few microseconds of its own per request, as Go's client
 (request bodies encoded beforehand) — and the handler's time inside the server, from the request reaching
-the app to its answer's last byte (routing, parsing, the decision, the answer; without uvicorn's HTTP
-parsing). The baseline in the same run is a pod esi does not manage (a pass-through): the ratio shows what slot
+the app to its answer's last byte handed back (routing, parsing, the decision, the answer; without uvicorn's
+HTTP parsing). The baseline in the same run is a pod esi does not manage (a pass-through): the ratio shows what slot
 assignment adds to bare request handling.
 """
 
@@ -61,7 +61,8 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class TimedApp:
-    """ASGI: ``app``, recording each HTTP request's time from reaching the app to its answer's last byte."""
+    """ASGI: ``app``, recording each HTTP request's time from reaching the app to its answer's last byte being
+    handed to the server."""
 
     def __init__(self, app: Callable[[Message, Receive, Send], Awaitable[None]]) -> None:
         self._app = app
@@ -74,9 +75,10 @@ class TimedApp:
         started = time.perf_counter()
 
         async def timed(message: Message) -> None:
-            await send(message)
+            # Recorded before it is handed on: the caller's answer cannot overtake its sample.
             if message["type"] == "http.response.body" and not message.get("more_body"):
                 self.samples.append(time.perf_counter() - started)
+            await send(message)
 
         await self._app(scope, receive, timed)
 

@@ -410,6 +410,8 @@ def _report(measured: dict[str, Measured], jobs: int) -> None:
         print(_stages(earlier.stages))
         before50, before99 = _percentiles(earlier.seconds)
         print(f"  ratio swap / earlier path: p50 x{swap50 / before50:.2f}  p99 x{swap99 / before99:.2f}")
+        print(f"  the same while esi's {jobs} jobs took the earlier path:")
+        print(earlier.spent.table())
 
 
 def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | None, *, before: bool) -> None:
