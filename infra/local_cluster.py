@@ -435,12 +435,15 @@ class LocalCluster:
 
     def add_nodes(self, nodes: Sequence[NodeSpec], *, timeout: float = 120) -> None:
         """Create ``nodes`` and return once each is Ready and no longer tainted not-ready, so pods can be
-        scheduled there (with thousands of nodes the controller manager takes minutes to lift the taints).
-        One list of all nodes per poll: ``kubectl wait`` goes node by node (thousands took ten minutes)."""
-        items = [node_manifest(n) for n in nodes]
-        self.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-        wanted = {n.name for n in nodes}
+        scheduled there (with thousands of nodes the controller manager takes minutes to lift the taints), all
+        within ``timeout`` seconds. One list of all nodes per poll: ``kubectl wait`` goes node by node (thousands
+        took ten minutes)."""
         deadline = time.monotonic() + timeout
+        items = [node_manifest(n) for n in nodes]
+        # kubectl creates the nodes one request after another: thousands take minutes on a busy machine.
+        manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        self.kubectl("apply", "-f", "-", input_text=manifest, timeout=timeout)
+        wanted = {n.name for n in nodes}
         while True:
             listed = self.kubectl("get", "nodes", "-o", _READY_NODES, timeout=timeout)
             lines = (line.split(" ") for line in listed.splitlines() if line)
