@@ -32,7 +32,7 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -239,7 +239,7 @@ def _baseline(client: Client, timeline: Timeline, nodes: list[str], trial: str) 
     seconds = stages.seen["running"]
     for i in range(len(nodes)):
         client.delete(Pod, f"{label}-{i}", namespace=NAMESPACE, grace_period=0)
-    _wait("baseline pods to be gone", lambda: not list(client.list(Pod, namespace=NAMESPACE, labels={"bench": label})))
+    _wait("baseline pods to be gone", lambda: _gone(client, {"bench": label}))
     return seconds
 
 
@@ -273,8 +273,8 @@ def _remove_application(client: Client, name: str) -> None:
     """Delete application ``name`` and wait for its pods to be gone (the garbage collector removes them; the
     next trial's pinned pods need the twins free)."""
     client.delete(SPARK_APPLICATION, name, namespace=NAMESPACE)
-    app_pods: dict[str, Any] = {**application_pod_selector(SPARK_KIND, name)}
-    _wait(f"the pods of {name} to be gone", lambda: not list(client.list(Pod, namespace=NAMESPACE, labels=app_pods)))
+    app_pods = application_pod_selector(SPARK_KIND, name)
+    _wait(f"the pods of {name} to be gone", lambda: _gone(client, app_pods))
 
 
 def _register(cluster: LocalCluster, client: Client, job: str) -> None:
@@ -299,7 +299,7 @@ def _trial(
     client = stack.client
     spec = {"testbed": {"name": "tb"}, "queueBased": [{"name": job}] * executors}
     scheduling = SchedulingResource(metadata=ObjectMeta(name=job, namespace=NAMESPACE), spec=spec)
-    selector = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+    selector = _executors_of(job)
     started = time.monotonic()  # the Scheduling is sent by this process's client, as the baseline's pods are
     stages = timeline.follow(started, executors, lambda labels: selector.items() <= labels.items(), job=job)
     client.create(scheduling)
@@ -364,10 +364,14 @@ class Spent:
         )
 
 
-def _gone(client: Client, job: str) -> bool:
-    """No executor pod of ``job`` is left."""
-    labels: dict[str, Any] = {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
-    return not list(client.list(Pod, namespace=NAMESPACE, labels=labels))
+def _executors_of(job: str) -> dict[str, str]:
+    """The labels of esi's executor pods of ``job``."""
+    return {ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: job}
+
+
+def _gone(client: Client, labels: Mapping[str, str]) -> bool:
+    """No pod with ``labels`` is left."""
+    return not list(client.list(Pod, namespace=NAMESPACE, labels=dict(labels)))
 
 
 def _stages(trials: list[Stages], start: str = "the Scheduling's") -> str:
@@ -448,7 +452,7 @@ def run(jobs: int, executors: int, nodes: int, per_node: int, keep_logs: Path | 
                     print(f"  {job}: esi ({path}) {esi:5.2f}s   baseline {way.pinned[-1]:5.2f}s", flush=True)
                     cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", job, "--wait=true", "--timeout=120s")
                     # Its executors hold their slots until they are gone (the next job's would be refused until then).
-                    _wait(f"the executors of {job} to be gone", lambda: _gone(client, job))  # noqa: B023
+                    _wait(f"the executors of {job} to be gone", lambda: _gone(client, _executors_of(job)))  # noqa: B023
                     _wait(
                         "the Testbed to be Ready again",
                         lambda: _testbed_status(cluster).get("counts", {}).get("free") == nodes * per_node,

@@ -7,7 +7,9 @@ namespace is being deleted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 import kopf
@@ -22,22 +24,33 @@ from operators.batchjob import TestbedView, jobs_to_wake, testbed_view
 from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce, swap_seen
 
 
+@contextlib.asynccontextmanager
+async def daemon_of(wakeups: Wakeups, decide: Callable[[], Awaitable[float | None]]) -> AsyncIterator[None]:
+    """The daemon of "key" deciding with ``decide`` while the block runs; stopped (as kopf stops it when its
+    object is deleted) after it, and ended within a second: the resync is 30 s away, only the stop can end a
+    wait."""
+    stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+    daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
+    try:
+        yield
+    finally:
+        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+        await asyncio.wait_for(daemon, timeout=1)
+
+
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
     async def scenario() -> list[str]:
         wakeups = Wakeups("thing")
-        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
         decisions: list[str] = []
 
         async def decide() -> float | None:
             decisions.append("decided")
             return None  # look again only when woken (or after the 30 s resync)
 
-        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
-        await asyncio.sleep(0.05)
-        wakeups.wake(["key"])
-        await asyncio.sleep(0.3)  # past the debounce
-        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
-        await asyncio.wait_for(daemon, timeout=1)  # the resync is 30 s away: only the stop can end the wait
+        async with daemon_of(wakeups, decide):
+            await asyncio.sleep(0.05)
+            wakeups.wake(["key"])
+            await asyncio.sleep(0.3)  # past the debounce
         wakeups.wake(["key"])  # a wake-up after the end reaches nothing
         return decisions
 
@@ -47,7 +60,6 @@ def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> No
 def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
     async def scenario() -> tuple[int, int, int]:
         wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
-        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
         decided = asyncio.Event()
         decisions = 0
 
@@ -57,17 +69,15 @@ def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
             decided.set()
             return None
 
-        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
-        await asyncio.wait_for(decided.wait(), timeout=5)
-        first = decisions
-        wakeups.wake(["key"])  # right after a decision: waits for the debounce
-        await asyncio.sleep(0.3)
-        debounced = decisions
-        decided.clear()
-        wakeups.wake(["key"], at_once=True)
-        await asyncio.wait_for(decided.wait(), timeout=5)
-        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
-        await asyncio.wait_for(daemon, timeout=1)
+        async with daemon_of(wakeups, decide):
+            await asyncio.wait_for(decided.wait(), timeout=5)
+            first = decisions
+            wakeups.wake(["key"])  # right after a decision: waits for the debounce
+            await asyncio.sleep(0.3)
+            debounced = decisions
+            decided.clear()
+            wakeups.wake(["key"], at_once=True)
+            await asyncio.wait_for(decided.wait(), timeout=5)
         return first, debounced, decisions
 
     assert asyncio.run(scenario()) == (1, 1, 2)
@@ -94,7 +104,6 @@ def test_a_long_decision_is_made_again_no_sooner_than_it_took(took: float, woken
 async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> int:
     """A daemon whose first decision meets a stale view; how many decisions until one is made (``woken``: the
     newer version's event wakes it after the stale view)."""
-    stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
     decided = asyncio.Event()
     attempts = 0
 
@@ -106,14 +115,12 @@ async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> int:
         decided.set()
         return None
 
-    daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
-    while attempts == 0:
-        await asyncio.sleep(0.01)
-    if woken:
-        wakeups.wake(["key"])
-    await asyncio.wait_for(decided.wait(), timeout=5)  # the resync is 30 s away: only the stale view asks
-    stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
-    await asyncio.wait_for(daemon, timeout=1)
+    async with daemon_of(wakeups, decide):
+        while attempts == 0:
+            await asyncio.sleep(0.01)
+        if woken:
+            wakeups.wake(["key"])
+        await asyncio.wait_for(decided.wait(), timeout=5)  # the resync is 30 s away: only the stale view asks
     return attempts
 
 
