@@ -1,14 +1,21 @@
 """What a local cluster's API server has done, read from its ``/metrics``: the writes it answered and the watch
 events it sent — every write is sent to every watcher of its resource, so writes are what a benchmark's way
-costs the API server beyond its own requests."""
+costs the API server beyond its own requests; and a bare client to time the API server's own answers."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
+import ssl
+import urllib.parse
+from typing import Any
+
+from lightkube import KubeConfig
 
 from infra.local_cluster import LocalCluster
 
-__all__ = ["api_requests", "metric_labels", "request_table"]
+__all__ = ["BareApi", "api_requests", "metric_labels", "request_table"]
 
 _LABEL = re.compile(r'(?P<name>\w+)="(?P<value>[^"]*)"')
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
@@ -59,3 +66,29 @@ def request_table(before: dict[str, float], after: dict[str, float], count: int,
         what = f"watch events sent, {kind}"
         lines.append(f"    {what:<40} {int(events):6d}  ({events / count:4.2f} per {unit}, {kib:,.0f} KiB)")
     return "\n".join(lines)
+
+
+class BareApi:
+    """One keep-alive TLS connection to a local cluster's API server as its kubeconfig's user, with nothing of
+    a client library in between: what a request costs the API server itself, and the network, alone."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        config = KubeConfig.from_file(cluster.kubeconfig).get()
+        user = None if config is None else config.user
+        if config is None or user is None or user.client_cert is None or user.client_key is None:
+            raise ValueError(f"{cluster.kubeconfig}: no user with a client certificate file")
+        context = ssl.create_default_context(cafile=config.cluster.certificate_auth)
+        context.load_cert_chain(user.client_cert, user.client_key)
+        server = urllib.parse.urlsplit(config.cluster.server)
+        self._connection = http.client.HTTPSConnection(server.hostname or "", server.port, context=context)
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def send(self, method: str, path: str, body: dict[str, Any]) -> None:
+        """``method`` ``path`` with ``body`` as JSON; raises if the answer is not a success."""
+        self._connection.request(method, path, json.dumps(body), {"Content-Type": "application/json"})
+        answer = self._connection.getresponse()
+        text = answer.read()
+        if answer.status >= 300:
+            raise RuntimeError(f"{method} {path}: {answer.status} {text[:300]!r}")
