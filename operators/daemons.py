@@ -24,13 +24,12 @@ from kube.writes import StaleView
 
 __all__ = [
     "CHAIN_DEBOUNCE_SECONDS",
-    "CHANGE_HANDLED_KINDS",
     "DAEMON_EXIT_SECONDS",
     "DEBOUNCE_SECONDS",
     "FINALIZER",
     "RESYNC_SECONDS",
-    "ChangeHandledDiffBase",
     "HoldKey",
+    "NoDiffBase",
     "Wakeups",
     "debounce",
     "first",
@@ -56,25 +55,28 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
-CHANGE_HANDLED_KINDS = frozenset({"Scheduling"})  # the kinds with a kopf change handler (on.delete: release)
-
-
-class ChangeHandledDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """kopf's diff base (an object's essence, compared with the one stored at its last handled change), built
-    only for the kinds with change handlers. kopf builds one for every event of every kind it watches — a deep
-    copy of every pod at every change —, and only change handlers read it; every other object's is empty."""
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff base: esi's one kopf change handler is a Scheduling's on.delete, which kopf starts from the
+    deletion timestamp, never from a diff. Every object's essence is empty, and so is the one kopf fetches —
+    not absent, or kopf would take each object for new and patch its essence onto it: a write to every new
+    Scheduling, which also made the Scheduling reconciler's first status write meet a stale view. (kopf would
+    otherwise build an essence for every event of every kind it watches: a deep copy of every object.)"""
 
     def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
-        if body.get("kind") not in CHANGE_HANDLED_KINDS:
-            return kopf.BodyEssence()
-        return super().build(body=body, extra_fields=extra_fields)
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
 
 
 @kopf.on.startup()
 async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # Events are esi's own decisions, not kopf's handler chatter
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = ChangeHandledDiffBase(prefix=GROUP)
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.finalizer = FINALIZER
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
 

@@ -1,4 +1,4 @@
-"""What the operators set in kopf at start-up: a diff base only for the kinds kopf runs change handlers for."""
+"""What the operators set in kopf at start-up: no diff base, since no kopf change handler of esi's reads one."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from typing import Any, cast
 
 import kopf
 
-from esi.resources.crds import DEFINITIONS
 from esi.resources.meta import GROUP
 from operators import batchjob, scheduling, testbed
-from operators.daemons import CHANGE_HANDLED_KINDS, ChangeHandledDiffBase
+from operators.daemons import NoDiffBase
 
 SHELLS = (batchjob, scheduling, testbed)  # imported: their handlers are registered with kopf
 
@@ -25,25 +24,21 @@ def _body(kind: str) -> kopf.Body:
     return kopf.Body(cast(kopf.RawBody, raw))
 
 
-def test_every_kind_with_a_change_handler_keeps_its_diff_base() -> None:
-    kinds = {d.plural: d.kind for d in DEFINITIONS}
-    selectors: list[Any] = [h.selector for h in kopf.get_default_registry()._changing.get_all_handlers()]
-    handled = {selector.any_name or selector.plural for selector in selectors}
+def test_every_change_handler_is_an_on_delete_which_needs_no_diff_base() -> None:
+    handlers = kopf.get_default_registry()._changing.get_all_handlers()
 
-    assert handled
-    assert {kinds[plural] for plural in handled} == CHANGE_HANDLED_KINDS
+    assert handlers
+    assert {handler.reason for handler in handlers} == {kopf.Reason.DELETE}
 
 
-def test_a_change_handled_kind_gets_kopfs_own_essence() -> None:
-    storage = ChangeHandledDiffBase(prefix=GROUP)
-    body = _body("Scheduling")
+def test_an_object_seen_first_is_neither_new_to_kopf_nor_given_an_essence_to_store() -> None:
+    storage = NoDiffBase()
+    patch = kopf.Patch()
+    for kind in ("Scheduling", "Testbed", "Pod"):
+        body = _body(kind)
+        # kopf takes an object whose fetched essence is None for new, and stores the built one onto it.
+        assert storage.fetch(body=body) is not None
+        assert storage.fetch(body=body) == storage.build(body=body) == {}
+        storage.store(body=body, patch=patch, essence=storage.build(body=body))
 
-    assert storage.build(body=body) == kopf.AnnotationsDiffBaseStorage(prefix=GROUP).build(body=body)
-    assert storage.build(body=body)["spec"] == {"nodeName": "n1"}
-
-
-def test_any_other_kind_gets_an_empty_essence_without_copying_the_object() -> None:
-    storage = ChangeHandledDiffBase(prefix=GROUP)
-
-    assert storage.build(body=_body("Pod")) == {}
-    assert storage.build(body=_body("Testbed")) == {}
+    assert not patch
