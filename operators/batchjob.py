@@ -218,9 +218,10 @@ async def _runs_changed(*, name: str, namespace: str | None, status: kopf.Status
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.BATCHJOB.value})
 async def _hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+    # Later: a new holder's reservation follows in a moment and wakes the job (one decision for both).
     hold = read_hold(body)
     if hold is not None:
-        _wakeups.wake([(namespace or "", hold.held)])
+        _wakeups.wake_later([(namespace or "", hold.held)], CHAIN_DEBOUNCE_SECONDS)
 
 
 TestbedView = tuple[Mapping[str, Any], dict[str, dict[Any, Mapping[str, Any]]]]  # spec, rows by job and slot id
@@ -253,13 +254,14 @@ async def _testbed_changed(
 ) -> None:
     # Its slot table may now list a waiting job's slots, or no longer list a job's; a job acts on its slots' rows
     # once they list it, so the others have nothing new (a Testbed's status changes with every pod on its nodes).
+    # Rows that changed are on the way from a Scheduling to its running job: at once.
     key = (namespace or "", name)
     after = None if type == "DELETED" else testbed_view(spec, status.get("slots") or ())
     jobs = jobs_to_wake(swap_seen(_testbeds_seen, key, after), after)
     if jobs is None:
         _wakeups.wake_where(lambda job: isinstance(job, tuple) and job[0] == key[0])
     else:
-        _wakeups.wake([(key[0], job) for job in jobs])
+        _wakeups.wake([(key[0], job) for job in jobs], at_once=True)
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")

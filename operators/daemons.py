@@ -125,6 +125,11 @@ class Wakeups:
                     self._hurried[key].set()
                 event.set()
 
+    def wake_later(self, keys: Iterable[Hashable], seconds: float) -> None:
+        """Wake the daemons of ``keys`` in ``seconds``: for a change that a change waking them at once usually
+        follows, so that one decision takes both (the later wake-up finds nothing new to write)."""
+        asyncio.get_running_loop().call_later(seconds, self.wake, list(keys))
+
     def wake_where(self, matches: Callable[[Hashable], bool]) -> None:
         for key, event in list(self._events.items()):
             if matches(key):

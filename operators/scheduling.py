@@ -25,8 +25,10 @@ from esi.decisions.scheduling_lifecycle import (
     Claim,
     JobView,
     Release,
+    SchedulingDecision,
     SchedulingObservation,
     decide_scheduling,
+    holding,
     needs,
     testbed_view,
     waiting_since,
@@ -220,21 +222,21 @@ async def _reconcile(
         for (job_namespace, job), views in caches.jobs.items()
         if job_namespace == namespace and (view := first(views)) is not None
     }
-    decision = decide_scheduling(
-        spec,
-        status,
-        SchedulingObservation(testbed, jobs, caches.cycle(namespace, name)),
-        name=name,
-        namespace=namespace,
-        generation=body["metadata"].get("generation"),
-        now=utc_now(),
-    )
+    observation = SchedulingObservation(testbed, jobs, caches.cycle(namespace, name))
+
+    def decide(seen: SchedulingObservation) -> SchedulingDecision:
+        generation = body["metadata"].get("generation")
+        return decide_scheduling(
+            spec, status, seen, name=name, namespace=namespace, generation=generation, now=utc_now()
+        )
+
+    decision = decide(observation)
     # Holds are taken before the status says they are held; the status is on record before anything is let go
     # of: letting go changes what the next decision sees (another Scheduling takes what was released, the cycle
     # of waits is gone), so a status write that met a newer version afterwards would lose why it let go.
-    for action in decision.actions:
-        if isinstance(action, Claim):
-            await _claim(client, action, namespace=namespace, name=name, uid=uid, body=body)
+    claim = next((action for action in decision.actions if isinstance(action, Claim)), None)
+    if claim is not None and await _claim(client, claim, namespace=namespace, name=name, uid=uid, body=body):
+        decision = decide(holding(observation, claim, name))
     await write_status(client, SchedulingResource.Status, body, raw_status, decision.status.to_json_dict())
     for action in decision.actions:
         if isinstance(action, Release):  # their holds go, so they are Ready for others
@@ -246,8 +248,9 @@ async def _reconcile(
     return decision.decide_again_in
 
 
-async def _claim(client: AsyncClient, claim: Claim, *, namespace: str, name: str, uid: str, body: kopf.Body) -> None:
-    """Hold the testbed and every job, all or nothing: on a conflict, let go of what this attempt took."""
+async def _claim(client: AsyncClient, claim: Claim, *, namespace: str, name: str, uid: str, body: kopf.Body) -> bool:
+    """Hold the testbed and every job, all or nothing: on a conflict, let go of what this attempt took.
+    Whether everything is held now."""
     taken: list[str] = []
     wanted = [(HoldKind.TESTBED, claim.testbed)] + [(HoldKind.BATCHJOB, job) for job in claim.jobs]
     for kind, held in wanted:
@@ -267,4 +270,5 @@ async def _claim(client: AsyncClient, claim: Claim, *, namespace: str, name: str
             await ignore(Refusal.NOT_FOUND, client.delete(Lease, lease, namespace=namespace))
         holder = hold.scheduling if hold is not None else "someone else"
         kopf.event(body, type="Normal", reason="Waiting", message=f"{kind.value} {held} is held by scheduling {holder}")
-        return
+        return False
+    return True

@@ -42,6 +42,7 @@ from kube.resources import TestbedResource
 from kube.writes import create, write_status
 from operators.daemons import (
     DAEMON_EXIT_SECONDS,
+    DEBOUNCE_SECONDS,
     HoldKey,
     Wakeups,
     first,
@@ -84,10 +85,10 @@ def testbed_pods(pod: RawPod) -> dict[TestbedKey, PodView]:
     return {} if testbed is None or view is None else {(namespace_of(pod), testbed): view}
 
 
-@index(GROUP, VERSION, "schedulings")
-def reservations(
-    *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+def _reserved(
+    name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status
 ) -> dict[TestbedKey, tuple[Reservation, ...]]:
+    """The slots Scheduling ``name`` holds for its jobs, under its Testbed's key (nothing: none)."""
     testbed = testbed_name(spec)
     if not testbed:
         return {}
@@ -100,6 +101,13 @@ def reservations(
     return {(namespace or "", testbed): tuple(held)} if held else {}
 
 
+@index(GROUP, VERSION, "schedulings")
+def reservations(
+    *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[TestbedKey, tuple[Reservation, ...]]:
+    return _reserved(name, namespace, spec, status)
+
+
 @index(GROUP, VERSION, "testbeds")
 def testbeds_by_label(*, name: str, namespace: str | None, spec: kopf.Spec, **_: Any) -> dict[str, TestbedKey]:
     label = spec.get("nodeLabel")
@@ -110,6 +118,9 @@ def testbeds_by_label(*, name: str, namespace: str | None, spec: kopf.Spec, **_:
 
 # Each node as it last woke its Testbeds: its heartbeats change nothing a Testbed reads of it.
 _woken_by: dict[str, NodeView] = {}
+# Each Scheduling's reservations as they last woke its Testbed: the rest of it (kopf's finalizer, what it
+# reports of its jobs) is nothing a Testbed reads.
+_reservations_woken_by: dict[TestbedKey, dict[TestbedKey, tuple[Reservation, ...]]] = {}
 
 
 @kopf.on.event("", "v1", "nodes")
@@ -139,14 +150,22 @@ def _pod_changed(pod: RawPod | None, indexes: Mapping[str, Any]) -> None:
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={HOLD_KIND_LABEL: HoldKind.TESTBED.value})
 async def _testbed_hold_changed(*, namespace: str | None, body: kopf.Body, **_: Any) -> None:
+    # Later: a new holder's reservations follow in a moment and wake the Testbed at once — one decision and one
+    # status write for both, on the way from a Scheduling to its running job.
     hold = read_hold(body)
     if hold is not None:
-        _wakeups.wake([(namespace or "", hold.held)], at_once=True)
+        _wakeups.wake_later([(namespace or "", hold.held)], DEBOUNCE_SECONDS)
 
 
 @kopf.on.event(GROUP, VERSION, "schedulings")
-async def _scheduling_changed(*, namespace: str | None, spec: kopf.Spec, **_: Any) -> None:
-    _wakeups.wake([(namespace or "", testbed_name(spec))], at_once=True)  # its reservations
+async def _scheduling_changed(
+    *, name: str, namespace: str | None, type: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> None:
+    # Its reservations are on the way from a Scheduling to its running job: they wake its Testbed at once.
+    now = None if type == "DELETED" else _reserved(name, namespace, spec, status)
+    was = swap_seen(_reservations_woken_by, (namespace or "", name), now)
+    if now != was:
+        _wakeups.wake({*(was or {}), *(now or {})}, at_once=True)
 
 
 # --- the reconciler -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ confirmation round and no timeout waiting for a Testbed to catch up
 ::
 
     Pending ──holds testbed and all jobs──▶ Running ──every job finished──▶ Completed
+       (a claim taken is decided again at once: ``holding``)
        ▲ (the testbed or a job is missing or held by another Scheduling)
     Failed: the spec can never be placed on this testbed (a job needs more slots than there are, a slot
             that does not exist, a queue that would deadlock); changing the spec re-evaluates it.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from esi.decisions.allocation import Allocation, queue_allocations, queue_problems, slot_allocations, slot_problems
@@ -54,6 +55,7 @@ __all__ = [
     "SchedulingObservation",
     "TestbedView",
     "decide_scheduling",
+    "holding",
     "needs",
     "spec_problems",
     "testbed_view",
@@ -110,6 +112,15 @@ class SchedulingObservation:
     testbed: TestbedView | None  # None: the Testbed does not exist
     jobs: Mapping[str, JobView]  # by BatchJob name; a name that is missing does not exist
     cycle: WaitCycle | None = None  # the cycle of waits the Scheduling is part of
+
+
+def holding(observation: SchedulingObservation, claim: Claim, name: str) -> SchedulingObservation:
+    """What Scheduling ``name`` observes once its ``claim`` is taken: the testbed and the claimed jobs held by
+    it. The reconciler decides again on this at once, rather than after its own holds come back to it as
+    events: one status write, and the slots reserved a round trip sooner."""
+    testbed = None if observation.testbed is None else replace(observation.testbed, held_by=name)
+    jobs = {job: replace(view, held_by=name) if job in claim.jobs else view for job, view in observation.jobs.items()}
+    return replace(observation, testbed=testbed, jobs=jobs)
 
 
 def needs(spec: SchedulingSpec) -> frozenset[Held]:

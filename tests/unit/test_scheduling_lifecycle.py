@@ -33,9 +33,11 @@ from esi.decisions.scheduling_lifecycle import (
     Claim,
     JobView,
     Release,
+    SchedulingDecision,
     SchedulingObservation,
     TestbedView,
     decide_scheduling,
+    holding,
     testbed_view,
 )
 from esi.decisions.wait_cycles import WaitCycle
@@ -688,3 +690,29 @@ def test_a_member_of_a_cycle_that_did_not_join_it_last_keeps_what_it_holds() -> 
 
     assert decision.actions == ()
     assert find_condition(decision.status.conditions, "Deadlocked").status.value == "False"  # type: ignore[union-attr]
+
+
+def test_a_claim_taken_is_decided_again_at_once_into_reserved_slots() -> None:
+    spec = queue("a", "a", "b")
+    seen = SchedulingObservation(
+        TestbedView(frozenset(range(4)), frozenset(range(4))), {"a": JobView(), "b": JobView(), "c": JobView("t")}
+    )
+
+    def decide(observation: SchedulingObservation) -> SchedulingDecision:
+        return decide_scheduling(spec, None, observation, name="s", namespace="ns", generation=1, now=T0)
+
+    first = decide(seen)
+    assert first.actions == (Claim("tb", ("a", "b")),)
+    assert first.status.state == SchedulingState.PENDING
+
+    held = holding(seen, Claim("tb", ("a", "b")), "s")
+    assert held.testbed == TestbedView(frozenset(range(4)), frozenset(range(4)), "s")
+    assert {job: view.held_by for job, view in held.jobs.items()} == {"a": "s", "b": "s", "c": "t"}
+    again = decide(held)
+    assert again.actions == ()
+    assert again.status.state == SchedulingState.RUNNING
+    assert {p.name: (p.state, tuple(p.slots)) for p in again.status.jobs} == {
+        "a": (JobState.RESERVED, (0, 1)),
+        "b": (JobState.RESERVED, (2,)),
+    }
+    assert [e.reason for e in again.events].count("Reserved") == 2

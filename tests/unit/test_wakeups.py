@@ -57,6 +57,31 @@ def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> No
     assert asyncio.run(scenario()) == ["decided", "decided"]
 
 
+def test_a_wake_up_later_is_decided_then_and_one_at_once_before_it_is_not_held_back() -> None:
+    async def scenario() -> list[float]:
+        wakeups = Wakeups("thing")
+        loop = asyncio.get_running_loop()
+        decided: list[float] = []
+
+        async def decide() -> float | None:
+            decided.append(loop.time())
+            return None
+
+        async with daemon_of(wakeups, decide):
+            await asyncio.sleep(0.3)  # a quiet spell after the first decision
+            woken = loop.time()
+            wakeups.wake_later(["key"], 0.2)
+            await asyncio.sleep(0.05)
+            assert len(decided) == 1, "not decided before its time"
+            wakeups.wake(["key"], at_once=True)
+            await asyncio.sleep(0.3)
+        return [t - woken for t in decided[1:]]
+
+    at_once, later = asyncio.run(scenario())
+    assert at_once < 0.19, "the wake-up at once did not wait for the later one"
+    assert later >= 0.19
+
+
 def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
     async def scenario() -> tuple[int, int, int]:
         wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
