@@ -11,10 +11,12 @@ confirmation round and no timeout waiting for a Testbed to catch up
 ::
 
     Pending ──holds testbed and all jobs──▶ Running ──every job finished──▶ Completed
-       (a claim taken is decided again at once: ``holding``)
        ▲ (the testbed or a job is missing or held by another Scheduling)
     Failed: the spec can never be placed on this testbed (a job needs more slots than there are, a slot
             that does not exist, a queue that would deadlock); changing the spec re-evaluates it.
+
+The reconciler decides again at once on the holds it has just taken (``holding``): a Scheduling whose holds are
+free goes from nothing to Running in one status write.
 
 A job that fails does not stop the Scheduling: its run is recorded as failed and the others go on.
 Jobs appended to the spec while it runs are scheduled too (online scheduling); jobs removed from the
