@@ -140,14 +140,20 @@ def _measure(
     connection: Connection, timed: TimedApp, path: str, bodies: list[dict[str, Any]]
 ) -> tuple[list[float], list[float]]:
     """Round trips and handler times of POSTing ``bodies`` to ``path``, one after another."""
-    encoded = [json.dumps(body).encode() for body in bodies]
+    trips, handled = [], []
+    for body in [json.dumps(body).encode() for body in bodies]:
+        _, trip, handler = _timed_post(connection, timed, path, body)
+        trips.append(trip)
+        handled += handler
+    return trips, handled
+
+
+def _timed_post(connection: Connection, timed: TimedApp, path: str, body: bytes) -> tuple[bytes, float, list[float]]:
+    """POST ``body`` (encoded beforehand): the answer, its round trip, and the handler's time (one sample)."""
     timed.samples.clear()
-    samples = []
-    for body in encoded:
-        started = time.perf_counter()
-        connection.post(path, body)
-        samples.append(time.perf_counter() - started)
-    return samples, list(timed.samples)
+    started = time.perf_counter()
+    answer = connection.post(path, body)
+    return answer, time.perf_counter() - started, list(timed.samples)
 
 
 def run(nodes: int, requests: int) -> None:
@@ -199,15 +205,20 @@ def _made(cluster: LocalCluster, pods: list[dict[str, Any]]) -> dict[str, dict[s
     ]
     listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl("create", "-f", "-", input_text=listing, timeout=600)
-    made = json.loads(cluster.kubectl("get", "pods", "-n", "bench", "-o", "json", timeout=120))["items"]
-    return {pod["metadata"]["name"]: pod for pod in made}
+    return _pods(cluster)
+
+
+def _pods(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
+    """The pods of namespace ``bench`` as the API server has them, by name."""
+    listed = json.loads(cluster.kubectl("get", "pods", "-n", "bench", "-o", "json", timeout=120))["items"]
+    return {pod["metadata"]["name"]: pod for pod in listed}
 
 
 def _bound(cluster: LocalCluster) -> tuple[dict[str, str], int]:
     """The namespace's pods: node of each bound one by name, and how many ghosts are left."""
-    pods = json.loads(cluster.kubectl("get", "pods", "-n", "bench", "-o", "json", timeout=120))["items"]
-    nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")}
-    return nodes, sum(1 for p in pods if p["metadata"]["name"].startswith("ghost-"))
+    pods = _pods(cluster)
+    nodes = {name: pod["spec"]["nodeName"] for name, pod in pods.items() if pod["spec"].get("nodeName")}
+    return nodes, sum(1 for name in pods if name.startswith("ghost-"))
 
 
 def _bind_pods(cluster: LocalCluster, requests: int) -> dict[str, dict[str, Any]]:
@@ -251,13 +262,11 @@ def _bind_trials(
                 for kind, pod, node in (("executor", executor, f"node-{i}"), ("plain", made[f"plain-{i}"], "node-0")):
                     meta = pod["metadata"]
                     body = {"PodName": meta["name"], "PodNamespace": "bench", "PodUID": meta["uid"], "Node": node}
-                    timed.samples.clear()
-                    started = time.perf_counter()
-                    answer = json.loads(connection.post("/extender/bind", json.dumps(body).encode()))
-                    trips[kind].append(time.perf_counter() - started)
-                    handled[kind].extend(timed.samples)
-                    if answer.get("Error"):
-                        raise SystemExit(f"bind {meta['name']}: {answer['Error']}")
+                    answer, trip, handler = _timed_post(connection, timed, "/extender/bind", json.dumps(body).encode())
+                    trips[kind].append(trip)
+                    handled[kind] += handler
+                    if error := json.loads(answer).get("Error"):
+                        raise SystemExit(f"bind {meta['name']}: {error}")
                 binding = {"kind": "Binding", "metadata": {"name": f"bare-{i}"}, "target": {"name": "node-0"}}
                 deletion = {"kind": "DeleteOptions", "gracePeriodSeconds": 0}
                 for kind, method, path, request in (
