@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -46,6 +46,7 @@ def pod(
     priority_class_name: str | None = None,
     node_selector: Mapping[str, str] | None = None,
     node_name: str | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
 ) -> Any:
     resources = {"cpu": cpu, "memory": memory}
     spec: dict[str, Any] = {
@@ -62,6 +63,8 @@ def pod(
         spec["nodeSelector"] = dict(node_selector)
     if node_name:
         spec["nodeName"] = node_name
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
     return from_dict(
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
     )
@@ -102,7 +105,14 @@ def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | 
 
 
 def executor_pod(
-    name: str, namespace: str, *, pool: str, scheduler: str, job: str = "wordcount", testbed: str = "tb"
+    name: str,
+    namespace: str,
+    *,
+    pool: str,
+    scheduler: str,
+    job: str = "wordcount",
+    testbed: str = "tb",
+    tolerations: Sequence[Mapping[str, str]] = (),
 ) -> Any:
     """An executor of ``job`` in ``testbed`` for esi's second scheduler, one slot's size (1 cpu, 1Gi)."""
     manifest = pod(
@@ -113,6 +123,7 @@ def executor_pod(
         scheduler=scheduler,
         priority_class_name=EXECUTOR_PRIORITY_CLASS,
         node_selector={"esi.test/pool": pool},
+        tolerations=tolerations,
     )
     manifest.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
     return manifest
@@ -123,10 +134,20 @@ def create_in(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -
     cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
 
 
-def create_testbed(cluster: LocalCluster, namespace: str, label: str, slots_per_node: int = 2) -> None:
-    """Testbed ``tb`` over the nodes labelled ``label``, with slots of 1 cpu and 1Gi."""
+def create_testbed(
+    cluster: LocalCluster,
+    namespace: str,
+    label: str,
+    slots_per_node: int = 2,
+    tolerations: Sequence[Mapping[str, str]] = (),
+) -> None:
+    """Testbed ``tb`` over the nodes labelled ``label``, with slots of 1 cpu and 1Gi (its ghosts and executors
+    tolerating ``tolerations``)."""
     manifest = testbed_manifest(
-        nodeLabel=label, slotsPerNode=slots_per_node, resourcesPerSlot={"cpu": "1", "memory": "1Gi"}
+        nodeLabel=label,
+        slotsPerNode=slots_per_node,
+        resourcesPerSlot={"cpu": "1", "memory": "1Gi"},
+        tolerations=[dict(t) for t in tolerations] or None,
     )
     create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})
 

@@ -1,12 +1,13 @@
 """Executors take their slots at once while a stream of ordinary pods (the default scheduler's) competes for
-the same nodes; how much of the slots' room the ordinary pods get meanwhile is measured and reported.
+the same nodes; how much of the slots' room the ordinary pods get meanwhile is measured.
 
 KWOK nodes run whatever is bound to them, so room given twice shows as a node whose bound pods request more
 than it has; an observer lists the pods every few tens of milliseconds and checks every node, every time.
-Measured so (2026-11-25): between a ghost's eviction and its executor's binding, the default scheduler binds
-waiting ordinary pods into the room on about half the nodes; the earlier path (preemption, then a second
-cycle) loses the room the same way and then leaves the executors waiting. On shared nodes neither keeps the
-room; nodes given to the Testbed alone (a taint only ghosts and executors tolerate: ``spec.tolerations``) do.
+On shared nodes the room is not kept, and the test reports how often it is lost: between a ghost's deletion
+and its executor's binding the default scheduler binds waiting ordinary pods into the room (about half the
+nodes, measured 2026-11-25; the earlier path, preemption and a second cycle, loses it the same way). On nodes
+given to the Testbed alone (a taint only its ghosts and executors tolerate: ``spec.tolerations``), with the
+ordinary pods' other nodes full, no ordinary pod is ever on a Testbed node: that the test asserts.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import itertools
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 
@@ -38,11 +40,14 @@ from tests.manifests import scheduling_manifest
 
 NODES, SLOTS_PER_NODE = 25, 4
 NODE_CPU = Decimal(6)  # 4 slots of 1 cpu reserved, 2 cpu for ordinary pods
-ORDINARY_CPU = "500m"
+ORDINARY_CPU = Decimal("0.5")
 ORDINARY = "ordinary"
+ORDINARY_NODES = 2  # beside dedicated Testbed nodes: where the ordinary pods can run (4 each)
 
 
+@pytest.mark.parametrize("dedicated", [False, True], ids=["shared-nodes", "dedicated-nodes"])
 def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_nodes(
+    dedicated: bool,
     esi_operators: LocalCluster,
     client: Client,
     namespace: str,
@@ -55,7 +60,14 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     url, index = fed_extender
     label = f"esi.test/slots-{unique}"
     nodes = [add_nodes(1, cpu=str(NODE_CPU), memory="8Gi", labels={label: str(i)})[0] for i in range(NODES)]
-    create_testbed(esi_operators, namespace, label, slots_per_node=SLOTS_PER_NODE)
+    tolerations: list[dict[str, str]] = []
+    ordinary_room = NODES * (NODE_CPU - SLOTS_PER_NODE)
+    if dedicated:
+        esi_operators.kubectl("taint", "nodes", "-l", label, f"esi.test/dedicated={unique}:NoSchedule")
+        tolerations = [{"key": "esi.test/dedicated", "operator": "Equal", "value": unique, "effect": "NoSchedule"}]
+        ordinary_room = ORDINARY_NODES * Decimal(2)
+        add_nodes(ORDINARY_NODES, cpu="2", memory="8Gi")
+    create_testbed(esi_operators, namespace, label, slots_per_node=SLOTS_PER_NODE, tolerations=tolerations)
     total = NODES * SLOTS_PER_NODE
     wait_for(f"{total} slots with their ghosts", settled(esi_operators, namespace, total), timeout=120)
     create_in(
@@ -78,7 +90,8 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     )
     scheduler = second_scheduler(url)
 
-    with ordinary_stream(client, namespace, unique) as stream, observer(client, namespace) as seen:
+    fit = int(ordinary_room / ORDINARY_CPU)
+    with ordinary_stream(client, namespace, unique, fit) as stream, observer(client, namespace, set(nodes)) as seen:
         wait_for("ordinary pods waiting for room", lambda: stream.pending() >= 20, timeout=120)
         created_before = stream.created
         for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE)):
@@ -89,6 +102,7 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
                     pool=unique,
                     scheduler=scheduler.settings.scheduler_name,
                     job=f"job-{k}",
+                    tolerations=tolerations,
                 )
             )
         running = wait_for(f"{total} executors to run", lambda: running_executors(client, namespace, total), 300)
@@ -101,10 +115,16 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         f"  {total} executors took their slots while {stream.created} ordinary pods came and went "
         f"({came_meanwhile} while the executors took their slots, {stream.pending_at_most} waiting for room at "
         f"most), {seen.snapshots} snapshots of every node:\n"
-        f"  ordinary pods got reserved room on {len(seen.overcommitted)} of {NODES} nodes, {extra} cpu in all",
+        f"  {'dedicated' if dedicated else 'shared'} nodes: ordinary pods were on {len(seen.ordinary_on)} of "
+        f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all",
     )
     assert seen.snapshots > 20, "the observer saw too little to tell"
     assert came_meanwhile >= 5, "too few ordinary pods came while the executors took their slots"
+    if dedicated:
+        assert not seen.ordinary_on, (
+            f"ordinary pods on {len(seen.ordinary_on)} dedicated nodes ({', '.join(sorted(seen.ordinary_on)[:3])}, "
+            f"...), in reserved room on {len(seen.overcommitted)}"
+        )
     for executor in running:
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
         assert executor.spec.nodeName == nodes[k]
@@ -153,15 +173,15 @@ def repeating(name: str, step: Callable[[], None], pause: float) -> Iterator[Non
 
 
 @contextmanager
-def ordinary_stream(client: Client, namespace: str, pool: str) -> Iterator[Stream]:
-    """Ordinary pods of the default scheduler for the Testbed's nodes, always more than fit: one is created
-    and the oldest running one deleted every 20 ms, so some always wait, retried as room frees up."""
+def ordinary_stream(client: Client, namespace: str, pool: str, fit: int) -> Iterator[Stream]:
+    """Ordinary pods of the default scheduler for the pool's nodes, always more than ``fit`` (as many as the
+    room they may take holds): one is created and the oldest running one deleted every 20 ms, so some always
+    wait, retried as room frees up."""
     stream, numbers = Stream(), itertools.count()
-    free_room = int(NODES * (NODE_CPU - SLOTS_PER_NODE) / Decimal("0.5"))
 
     def step() -> None:
         manifest = pod(
-            f"{ORDINARY}-{next(numbers)}", namespace, cpu=ORDINARY_CPU, node_selector={"esi.test/pool": pool}
+            f"{ORDINARY}-{next(numbers)}", namespace, cpu=str(ORDINARY_CPU), node_selector={"esi.test/pool": pool}
         )
         manifest.metadata.labels = {"role": ORDINARY}
         client.create(manifest)
@@ -169,7 +189,7 @@ def ordinary_stream(client: Client, namespace: str, pool: str) -> Iterator[Strea
         ordinary = list(client.list(Pod, namespace=namespace, labels={"role": ORDINARY}))
         bound = [str(p.metadata.name) for p in ordinary if p.metadata and p.spec and p.spec.nodeName]
         stream.saw_pending(len(ordinary) - len(bound))
-        if len(ordinary) > free_room + 25 and bound:
+        if len(ordinary) > fit + 25 and bound:
             oldest = min(bound, key=lambda name: int(name.rsplit("-", 1)[1]))
             with contextlib.suppress(ApiError):
                 client.delete(Pod, oldest, namespace=namespace, grace_period=0)
@@ -182,20 +202,25 @@ class Seen:
     def __init__(self) -> None:
         self.snapshots = 0
         self.overcommitted: dict[str, tuple[Decimal, list[str]]] = {}
+        self.ordinary_on: set[str] = set()
 
 
 @contextmanager
-def observer(client: Client, namespace: str) -> Iterator[Seen]:
-    """Lists the namespace's pods over and over; every node whose bound, unfinished pods request more cpu than
-    it has is recorded with those pods (the most it was seen to hold)."""
+def observer(client: Client, namespace: str, nodes: Collection[str]) -> Iterator[Seen]:
+    """Lists the namespace's pods over and over; of ``nodes``, every one whose bound, unfinished pods request
+    more cpu than it has is recorded with those pods (the most it was seen to hold), and every one an ordinary
+    pod was bound to."""
     seen = Seen()
 
     def step() -> None:
         on_node: dict[str, list[Any]] = defaultdict(list)
         for p in client.list(Pod, namespace=namespace):
-            if p.spec and p.spec.nodeName and (p.status is None or p.status.phase not in ("Succeeded", "Failed")):
-                on_node[p.spec.nodeName].append(p)
+            node = p.spec.nodeName if p.spec else None
+            if node in nodes and (p.status is None or p.status.phase not in ("Succeeded", "Failed")):
+                on_node[str(node)].append(p)
         for node, pods in on_node.items():
+            if any((p.metadata.labels or {}).get("role") == ORDINARY for p in pods):
+                seen.ordinary_on.add(node)
             cpu = sum((requested_cpu(p) for p in pods), Decimal(0))
             if cpu > max(NODE_CPU, seen.overcommitted.get(node, (NODE_CPU, []))[0]):
                 seen.overcommitted[node] = (cpu, sorted(p.metadata.name for p in pods))
