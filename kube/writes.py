@@ -1,5 +1,5 @@
-"""Writes the shells share: creating an object they keep, replacing a status decided on one view, deleting
-exactly the object that was seen.
+"""Writes the shells share: creating an object they keep, replacing a status decided on one view (deleting
+exactly the pod that was seen, and binding, are the extender's: ``kube.pod_writes``).
 
 They answer what the API server's refusal means for the decision that asked for the write: an object that
 exists already is there; one refused because its namespace is being deleted is not wanted any more; a
@@ -13,13 +13,11 @@ from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.codecs import from_dict
-from lightkube.core.resource import NamespacedResource
-from lightkube.models.meta_v1 import DeleteOptions, Preconditions
 from lightkube.types import PatchType
 
 from kube.errors import Refusal, refusal
 
-__all__ = ["StaleView", "create", "delete_exactly", "write_status"]
+__all__ = ["StaleView", "create", "write_status"]
 
 
 class StaleView(Exception):
@@ -68,25 +66,3 @@ async def create(client: AsyncClient, manifest: Mapping[str, Any]) -> bool:
                 return False
         raise
     return True
-
-
-async def delete_exactly(
-    client: AsyncClient, resource: type[NamespacedResource], name: str, namespace: str, *, uid: str | None
-) -> None:
-    """Delete ``name`` at once (no grace period), only if it is still the object ``uid`` (when given): one made
-    since under the same name is left alone (``ApiError`` CONFLICT), one already gone is NOT_FOUND.
-
-    The UID precondition travels in the DELETE's body, which lightkube's ``delete`` does not send: this is its
-    own request with the body added. (An eviction carries the same options, but the API server first writes
-    a ``DisruptionTarget`` condition onto the pod and lists its PodDisruptionBudgets — a second write and
-    watch event per deletion.)"""
-    generic = client._client  # lightkube's request builder; its public delete takes no body
-    request = generic.prepare_request("delete", resource, name=name, namespace=namespace)
-    request.data = DeleteOptions(
-        apiVersion="v1",
-        kind="DeleteOptions",
-        gracePeriodSeconds=0,
-        preconditions=Preconditions(uid=uid) if uid else None,
-    )
-    response = await generic.send(generic.build_adapter_request(request))  # type: ignore[no-untyped-call]
-    generic.handle_response("delete", response, request)

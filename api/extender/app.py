@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
-from lightkube import AsyncClient, KubeConfig
+from lightkube import KubeConfig
 
 from api import health
 from api.extender import routes
@@ -20,6 +20,7 @@ from api.extender.binder import SlotBinder
 from api.extender.feed import feeding
 from api.extender.slot_index import SlotIndex
 from api.metrics import EXTENDER_LATENCY, measure
+from kube.pod_writes import PodWrites
 from kube.watch import Stream
 
 __all__ = ["create_extender_app"]
@@ -61,11 +62,15 @@ def _feeding(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        writes = PodWrites(config)
         async with feeding(index, config, testbed_stream) as feed:
             app.state.index_feed = feed
             app.state.binding_recorder = feed.record_binding
-            app.state.binder = SlotBinder(feed.client, index)
-            yield
+            app.state.binder = SlotBinder(writes, index)
+            try:
+                yield
+            finally:
+                await writes.close()
 
     return lifespan
 
@@ -73,11 +78,11 @@ def _feeding(
 def _binding(index: SlotIndex, config: KubeConfig) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = AsyncClient(config=config)
-        app.state.binder = SlotBinder(client, index)
+        writes = PodWrites(config)
+        app.state.binder = SlotBinder(writes, index)
         try:
             yield
         finally:
-            await client.close()
+            await writes.close()
 
     return lifespan

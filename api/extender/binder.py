@@ -15,26 +15,20 @@ place (``esi.decisions.testbed_lifecycle``).
 
 A deletion, not an eviction: a ghost has no PodDisruptionBudget to honour, and an eviction costs the API
 server a second write (it marks the pod ``DisruptionTarget`` before deleting it) and every pod watcher a
-second event.
+second event. Both writes go through ``kube.pod_writes`` (a lean client: the bind is the extender's hot path).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
-import httpx2
-import msgspec
-from lightkube import ApiError, AsyncClient
-from lightkube.models.core_v1 import ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Pod, PodBinding
+from lightkube import ApiError
 
 from api.extender.slot_index import SlotIndex, key_of
 from api.extender.wire import ExtenderBindingArgs, ExtenderBindingResult
 from esi.objects.names import SLOT_ANNOTATION
 from kube.errors import Refusal, refusal
-from kube.writes import delete_exactly
+from kube.pod_writes import PodWriteFailed, PodWrites
 
 __all__ = ["SlotBinder"]
 
@@ -44,8 +38,8 @@ log = logging.getLogger(__name__)
 class SlotBinder:
     """Binds the second scheduler's pods: an executor into its slot in place of the slot's ghost."""
 
-    def __init__(self, client: AsyncClient, index: SlotIndex) -> None:
-        self._client = client
+    def __init__(self, writes: PodWrites, index: SlotIndex) -> None:
+        self._writes = writes
         self._index = index
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
@@ -60,31 +54,22 @@ class SlotBinder:
             await self._bind(args, plan.slot)
         except ApiError as err:
             return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err.status.message}")
-        except httpx2.HTTPError as err:  # lightkube speaks httpx2
+        except PodWriteFailed as err:
             return ExtenderBindingResult(error=f"binding {args.pod_namespace}/{args.pod_name}: {err}")
         return ExtenderBindingResult()
 
     async def _bind(self, args: ExtenderBindingArgs, slot: int | None) -> None:
         """Bind the pod to its node, recording ``slot`` (if given) on it in the same write."""
-        binding = PodBinding(
-            metadata=ObjectMeta(
-                name=args.pod_name,
-                namespace=args.pod_namespace,
-                uid=args.pod_uid or None,
-                annotations=None if slot is None else {SLOT_ANNOTATION: str(slot)},
-            ),
-            target=ObjectReference(kind="Node", name=args.node),
+        annotations = {} if slot is None else {SLOT_ANNOTATION: str(slot)}
+        await self._writes.bind(
+            args.pod_namespace, args.pod_name, uid=args.pod_uid or None, node=args.node, annotations=annotations
         )
-        # The API server answers a binding with a Status, which lightkube cannot read as the object it expects:
-        # an answer that is not an error is the binding done.
-        with contextlib.suppress(msgspec.ValidationError):
-            await self._client.create(binding, args.pod_name, namespace=args.pod_namespace)
 
     async def _delete_ghost(self, namespace: str, slot: int | None, name: str, uid: str | None) -> str | None:
         """Delete ghost ``name`` (only if it is ``uid``, when known) of ``slot``; why not, if the binding must
         wait (a ghost already gone is no reason)."""
         try:
-            await delete_exactly(self._client, Pod, name, namespace, uid=uid)
+            await self._writes.delete_exactly(namespace, name, uid=uid)
         except ApiError as err:
             if refusal(err) is Refusal.NOT_FOUND:
                 return None
