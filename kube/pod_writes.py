@@ -16,6 +16,8 @@ raises ``PodWriteFailed``.
 from __future__ import annotations
 
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +47,7 @@ class PodWrites:
         self._server = single.cluster.server.rstrip("/")
         self._tls = verify_cluster(single.cluster, single.user, single.abs_file)
         self._auth = user_auth(single.user)
+        self._proxy = _proxy_for(self._server)
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -99,13 +102,22 @@ class PodWrites:
 
     async def _request(self, method: str, url: str, content: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._tls)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=_TIMEOUT, trust_env=True)  # proxies too
+            # Not trust_env: aiohttp would then read the proxy variables and ~/.netrc again for every request.
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls), timeout=_TIMEOUT)
         try:
-            async with self._session.request(method, url, data=content, headers=headers) as response:
+            async with self._session.request(method, url, data=content, headers=headers, proxy=self._proxy) as response:
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as err:
             raise PodWriteFailed(f"{method} {url}: {err or type(err).__name__}") from err
+
+
+def _proxy_for(server: str) -> str | None:
+    """The proxy the environment names for ``server`` (``HTTPS_PROXY``, ``NO_PROXY``, …), as httpx under lightkube
+    finds it; read once."""
+    parts = urllib.parse.urlsplit(server)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _status_of(code: int, answer: bytes) -> bytes:

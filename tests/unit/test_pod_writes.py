@@ -19,7 +19,7 @@ from aiohttp import web
 from lightkube import ApiError, KubeConfig
 
 from kube.errors import Refusal, refusal
-from kube.pod_writes import PodWriteFailed, PodWrites
+from kube.pod_writes import PodWriteFailed, PodWrites, _proxy_for
 
 Answer = Callable[[web.Request, bytes], web.Response]
 
@@ -168,3 +168,13 @@ def test_an_api_server_out_of_reach_is_a_failed_write_not_a_refusal() -> None:
 
     with pytest.raises(PodWriteFailed, match=r"^POST http://127\.0\.0\.1:\d+/api/v1/namespaces/ns/pods/exec-1/binding"):
         asyncio.run(run())
+
+
+def test_the_environments_proxy_is_used_unless_the_server_is_exempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert _proxy_for("https://api.example:6443") == "http://proxy.example:3128"
+    assert _proxy_for("http://api.example:8080") is None  # no HTTP_PROXY
+    monkeypatch.setenv("NO_PROXY", "api.example,10.0.0.0/8")
+    assert _proxy_for("https://api.example:6443") is None
