@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import aiohttp
@@ -82,25 +82,35 @@ class PodWrites:
 
     async def _send(self, method: str, path: str, body: Mapping[str, Any]) -> None:
         url, content = self._server + path, json.dumps(body).encode()
-        flow = None if self._auth is None else self._auth.async_auth_flow(httpx2.Request(method, url))
-        authorized = None if flow is None else await anext(flow)
-        while True:
-            headers = {"Content-Type": _JSON, "Accept": _JSON}
-            if authorized is not None and "Authorization" in authorized.headers:
-                headers["Authorization"] = authorized.headers["Authorization"]
-            status, answer = await self._request(method, url, content, headers)
-            if status == 401 and flow is not None:  # the flow may renew its credentials and ask again
-                try:
-                    authorized = await flow.asend(httpx2.Response(status, content=answer))
-                except StopAsyncIteration:
-                    pass
-                else:
-                    continue
-            if status >= 300:
-                raise ApiError(httpx2.Request(method, url), httpx2.Response(status, content=_status_of(status, answer)))
-            return
+        if self._auth is None:
+            status, answer = await self._request(method, url, content, None)
+        else:
+            flow = self._auth.async_auth_flow(httpx2.Request(method, url))
+            try:
+                status, answer = await self._authorized(flow, method, url, content)
+            finally:
+                await flow.aclose()
+        if status >= 300:
+            raise ApiError(httpx2.Request(method, url), httpx2.Response(status, content=_status_of(status, answer)))
 
-    async def _request(self, method: str, url: str, content: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def _authorized(
+        self, flow: AsyncGenerator[httpx2.Request, httpx2.Response], method: str, url: str, content: bytes
+    ) -> tuple[int, bytes]:
+        """Send with the credentials ``flow`` gives; a 401 goes back to it, which may renew them and ask again."""
+        authorized = await anext(flow)
+        while True:
+            status, answer = await self._request(method, url, content, authorized.headers.get("Authorization"))
+            if status != 401:
+                return status, answer
+            try:
+                authorized = await flow.asend(httpx2.Response(status, content=answer))
+            except StopAsyncIteration:
+                return status, answer
+
+    async def _request(self, method: str, url: str, content: bytes, authorization: str | None) -> tuple[int, bytes]:
+        headers = {"Content-Type": _JSON, "Accept": _JSON}
+        if authorization is not None:
+            headers["Authorization"] = authorization
         if self._session is None:
             # Not trust_env: aiohttp would then read the proxy variables and ~/.netrc again for every request.
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls), timeout=_TIMEOUT)
@@ -123,12 +133,11 @@ def _proxy_for(server: str) -> str | None:
 def _status_of(code: int, answer: bytes) -> bytes:
     """The API server's Status for a refusal; one made up from the code if the answer is not one (a proxy's)."""
     try:
-        status = json.loads(answer)
+        read = json.loads(answer)
     except ValueError:
-        status = None
-    if isinstance(status, dict) and status.get("kind") == "Status":
+        read = None
+    if isinstance(read, dict) and read.get("kind") == "Status":
         return answer
     message = answer.decode(errors="replace")[:300] or f"HTTP {code}"
-    return json.dumps(
-        {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code, "message": message}
-    ).encode()
+    made_up = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code, "message": message}
+    return json.dumps(made_up).encode()
