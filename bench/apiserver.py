@@ -7,11 +7,11 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import ssl
 import urllib.parse
 from typing import Any
 
 from lightkube import KubeConfig
+from lightkube.config.client_adapter import verify_cluster
 
 from infra.local_cluster import LocalCluster
 
@@ -75,10 +75,9 @@ class BareApi:
     def __init__(self, cluster: LocalCluster) -> None:
         config = KubeConfig.from_file(cluster.kubeconfig).get()
         user = None if config is None else config.user
-        if config is None or user is None or user.client_cert is None or user.client_key is None:
-            raise ValueError(f"{cluster.kubeconfig}: no user with a client certificate file")
-        context = ssl.create_default_context(cafile=config.cluster.certificate_auth)
-        context.load_cert_chain(user.client_cert, user.client_key)
+        if config is None or user is None or not (user.client_cert or user.client_cert_data):
+            raise ValueError(f"{cluster.kubeconfig}: no user with a client certificate")
+        context = verify_cluster(config.cluster, user, config.abs_file)  # the CA and the certificate, as lightkube
         server = urllib.parse.urlsplit(config.cluster.server)
         self._connection = http.client.HTTPSConnection(server.hostname or "", server.port, context=context)
 

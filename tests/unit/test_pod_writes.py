@@ -171,7 +171,7 @@ def test_an_api_server_out_of_reach_is_a_failed_write_not_a_refusal() -> None:
 
 
 def test_the_environments_proxy_is_used_unless_the_server_is_exempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     assert _proxy_for("https://api.example:6443") == "http://proxy.example:3128"
