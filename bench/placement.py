@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from lightkube import Client, KubeConfig
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.client import LabelValue
 from lightkube.resources.core_v1 import Pod
 
@@ -49,6 +49,7 @@ from esi.objects.names import (
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from kube.errors import Refusal, refusal
 from kube.resources import PodObjects, plain
 
 TESTBED_NODE = "esi.bench/testbed-node"
@@ -102,30 +103,44 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
     """Create ``pods`` (each labelled ``bench: run``) at once; seconds until all run, and the pods.
 
     Their phases are followed by a WATCH of the run's pods, read as plain dicts: polling a LIST of them would cost
-    the API server (and this process, on the same cores) a serialized copy of every pod several times a second."""
+    the API server (and this process, on the same cores) a serialized copy of every pod several times a second.
+    The watch starts from the version listed before the pods were created; when their creation took longer than
+    the API server keeps events (410 Gone), it lists them again and watches on from there."""
     client = stack.client
     selector: dict[str, LabelValue] = {"bench": run}
     started = time.monotonic()
-    listing = client.list(PodObjects, namespace=NAMESPACE, labels=selector)
-    running = {pod["metadata"]["name"] for pod in map(plain, listing) if _phase(pod) == "Running"}
-    version = listing.resourceVersion
+    running, version = _running(client, selector)
     _create(stack.cluster.kubeconfig, pods, creators)
     print(f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created ({creators} at a time)", flush=True)
-    printed, printed_at = -1, 0.0
-    watch = client.watch(PodObjects, namespace=NAMESPACE, labels=selector, resource_version=version)
-    for event, item in watch:
-        pod = plain(item)
-        if event != "DELETED" and _phase(pod) == "Running":
-            running.add(pod["metadata"]["name"])
-        elapsed = time.monotonic() - started
-        if len(running) >= len(pods) or (len(running) != printed and elapsed - printed_at >= 1.0):
-            print(f"  {elapsed:6.1f}s  {len(running):5d}/{len(pods)} running", flush=True)
-            printed, printed_at = len(running), elapsed
-        if len(running) >= len(pods):
-            return elapsed, list(client.list(Pod, namespace=NAMESPACE, labels=selector))
-        if elapsed > 1800:
-            raise SystemExit("gave up after 30 minutes")
-    raise SystemExit("the watch of the benchmark's pods ended")
+    printed, printed_at, elapsed = -1, 0.0, time.monotonic() - started
+    while len(running) < len(pods):
+        try:
+            for event, item in client.watch(PodObjects, namespace=NAMESPACE, labels=selector, resource_version=version):
+                pod = plain(item)
+                if event != "DELETED" and _phase(pod) == "Running":
+                    running.add(pod["metadata"]["name"])
+                elapsed = time.monotonic() - started
+                if len(running) >= len(pods) or (len(running) != printed and elapsed - printed_at >= 1.0):
+                    print(f"  {elapsed:6.1f}s  {len(running):5d}/{len(pods)} running", flush=True)
+                    printed, printed_at = len(running), elapsed
+                if len(running) >= len(pods):
+                    break
+                if elapsed > 1800:
+                    raise SystemExit("gave up after 30 minutes")
+            else:
+                raise SystemExit("the watch of the benchmark's pods ended")
+        except ApiError as err:
+            if refusal(err) is not Refusal.GONE:
+                raise
+            running, version = _running(client, selector)
+    return elapsed, list(client.list(Pod, namespace=NAMESPACE, labels=selector))
+
+
+def _running(client: Client, selector: dict[str, LabelValue]) -> tuple[set[str], str]:
+    """The names of the selected pods that run, and the list's resourceVersion to watch from."""
+    listing = client.list(PodObjects, namespace=NAMESPACE, labels=selector)
+    running = {pod["metadata"]["name"] for pod in map(plain, listing) if _phase(pod) == "Running"}
+    return running, listing.resourceVersion
 
 
 def _phase(pod: Mapping[str, Any]) -> str | None:
