@@ -25,13 +25,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import uvicorn
-from lightkube import ConfigError, KubeConfig
+from lightkube import AsyncClient, ConfigError, KubeConfig
 
 from api.app import create_api_app
 from api.auth import Authenticator, KubernetesAuth, StaticToken
 from api.extender.app import create_extender_app
 from api.logs import configure
-from kube.clients import api_client
 from kube.resources import TestbedResource
 from kube.watch import Stream, streaming
 
@@ -88,7 +87,7 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
     if args.token_file is not None:
         authenticator = StaticToken.from_file(args.token_file, create=True, anonymous=args.allow_anonymous)
     else:
-        client = api_client(config)
+        client = AsyncClient(config=config)
         authenticator = KubernetesAuth(client)
         closing.append(client.close)
     testbeds = Stream("testbeds", TestbedResource, joinable=True)  # the extender joins as its app starts
@@ -120,7 +119,7 @@ async def _serve(args: argparse.Namespace, config: KubeConfig) -> None:
         args.extender_host,
         args.extender_port,
     )
-    client = api_client(config)
+    client = AsyncClient(config=config)
     try:
         async with streaming([testbeds], client):
             await asyncio.gather(*(server.serve() for server in servers))

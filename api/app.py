@@ -23,7 +23,6 @@ from api.notifications import notifier
 from api.routes import batchjobs, overview, schedulings, testbeds
 from api.stomp import Broker
 from api.stomp import router as stomp_router
-from kube.clients import api_client
 from kube.watch import Stream
 
 __all__ = ["create_api_app"]
@@ -125,7 +124,7 @@ def _following(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = api_client(config, field_manager="esi-api")
+        client = AsyncClient(config=config, field_manager="esi-api")
         app.state.kube = client
         async with _closing(broker, [*closing, client.close])(app), following(cache, client, elsewhere=elsewhere):
             yield

@@ -26,8 +26,6 @@ import httpx2
 from lightkube import ApiError, KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 
-from kube.clients import IDLE_SECONDS, current
-
 __all__ = ["PodWriteFailed", "PodWrites"]
 
 _TIMEOUT = aiohttp.ClientTimeout(total=10)  # as lightkube's
@@ -43,10 +41,12 @@ class PodWrites:
     use (inside the event loop that uses them)."""
 
     def __init__(self, config: KubeConfig) -> None:
-        single, user = current(config)
+        single = config.get()
+        if single is None or single.user is None:
+            raise ValueError("the kubeconfig names no current context with a user")
         self._server = single.cluster.server.rstrip("/")
-        self._tls = verify_cluster(single.cluster, user, single.abs_file)
-        self._auth = user_auth(user)
+        self._tls = verify_cluster(single.cluster, single.user, single.abs_file)
+        self._auth = user_auth(single.user)
         self._proxy = _proxy_for(self._server)
         self._session: aiohttp.ClientSession | None = None
 
@@ -113,8 +113,7 @@ class PodWrites:
             headers["Authorization"] = authorization
         if self._session is None:
             # Not trust_env: aiohttp would then read the proxy variables and ~/.netrc again for every request.
-            connector = aiohttp.TCPConnector(ssl=self._tls, keepalive_timeout=IDLE_SECONDS)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=_TIMEOUT)
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls), timeout=_TIMEOUT)
         try:
             async with self._session.request(method, url, data=content, headers=headers, proxy=self._proxy) as response:
                 return response.status, await response.read()

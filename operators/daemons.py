@@ -14,12 +14,11 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import kopf
-from lightkube import ApiError
+from lightkube import ApiError, AsyncClient
 
 from esi.decisions.events import Event
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.resources.meta import GROUP
-from kube.clients import api_client
 from kube.indexes import index
 from kube.writes import StaleView
 
@@ -79,7 +78,7 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> 
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.finalizer = FINALIZER
-    memo.client = api_client(field_manager=FIELD_MANAGER)
+    memo.client = AsyncClient(field_manager=FIELD_MANAGER)
 
 
 @kopf.on.cleanup()

@@ -20,7 +20,6 @@ from typing import Any, Generic, TypeVar
 import kopf
 from lightkube import AsyncClient
 
-from kube.clients import api_client
 from kube.resources import PodObjects
 from kube.watch import Stream
 
@@ -169,7 +168,7 @@ PODS = Pods()
 
 @kopf.on.startup()
 async def _follow_pods(memo: kopf.Memo, **kopf_indexes: Any) -> None:
-    client = api_client()
+    client = AsyncClient()
     memo.pods_client = client
     memo.pods_followed = asyncio.create_task(PODS.follow(client, kopf_indexes), name="esi-pods")
 

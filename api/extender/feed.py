@@ -57,7 +57,6 @@ from esi.objects.names import (
 )
 from esi.objects.pod_status import last_container_end
 from esi.resources.testbed import Slot, TestbedStatus
-from kube.clients import api_client
 from kube.errors import Refusal, refusal
 from kube.resources import TestbedResource
 from kube.watch import LIST_CHUNK, Stream, follow
@@ -369,7 +368,7 @@ async def feeding(
 ) -> AsyncIterator[IndexFeed]:
     """Feeds ``index`` from the cluster of ``config`` while the context is open; ``testbed_stream``: see
     ``IndexFeed``."""
-    client = api_client(config)
+    client = AsyncClient(config=config)
     feed = IndexFeed(client, index, testbed_stream=testbed_stream)
     task = asyncio.create_task(feed.run(), name="esi-index-feed")
     try:

@@ -20,15 +20,14 @@ from lightkube import ApiError, KubeConfig
 
 from kube.errors import Refusal, refusal
 from kube.pod_writes import PodWriteFailed, PodWrites, _proxy_for
-from tests import http_door
 
 Answer = Callable[[web.Request, bytes], web.Response]
 
 
 @asynccontextmanager
 async def door(answer: Answer) -> AsyncIterator[tuple[str, list[tuple[str, str, str | None, Any]]]]:
-    """An HTTP server answering every request with ``answer``; yields its URL and the requests it got (method,
-    path, Authorization header, JSON body)."""
+    """An HTTP server on a free loopback port answering every request with ``answer``; yields its URL and the
+    requests it got (method, path, Authorization header, JSON body)."""
     seen: list[tuple[str, str, str | None, Any]] = []
 
     async def handle(request: web.Request) -> web.Response:
@@ -36,8 +35,17 @@ async def door(answer: Answer) -> AsyncIterator[tuple[str, list[tuple[str, str, 
         seen.append((request.method, request.path, request.headers.get("Authorization"), json.loads(body)))
         return answer(request, body)
 
-    async with http_door.door(handle) as url:
-        yield url, seen
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}", seen
+    finally:
+        await runner.cleanup()
 
 
 def config(server: str, user: dict[str, Any]) -> KubeConfig:
