@@ -216,8 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'rate/s':>7} {'achieved':>9} | {'overview p50':>12} {'p99':>8} | {'healthz p50':>11} {'p99':>8} | ratio"
             "         | sent late p99"
         )
-        for url in (f"{stack.api_url}/external/overview", f"{stack.api_url}/healthz"):
-            asyncio.run(_load(url, headers, rates[0], args.warmup))
+        for path, sent in (("/external/overview", headers), ("/healthz", {})):
+            asyncio.run(_load(f"{stack.api_url}{path}", sent, rates[0], args.warmup))
         for rate in rates:
             overview = asyncio.run(_load(f"{stack.api_url}/external/overview", headers, rate, args.seconds))
             baseline = asyncio.run(_load(f"{stack.api_url}/healthz", {}, rate, args.seconds))

@@ -133,6 +133,7 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
             if refusal(err) is not Refusal.GONE:
                 raise
             running, version = _running(client, selector)
+            elapsed = time.monotonic() - started
     return elapsed, list(client.list(Pod, namespace=NAMESPACE, labels=selector))
 
 
