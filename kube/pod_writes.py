@@ -19,7 +19,7 @@ import json
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 import httpx2
@@ -37,8 +37,8 @@ class PodWriteFailed(Exception):
 
 
 class PodWrites:
-    """Deletes and binds pods in the cluster of ``config``; ``close`` when done. Opens its connections on first
-    use (inside the event loop that uses them)."""
+    """Deletes and binds pods in the cluster of ``config``; ``close`` when done (or use it as an async context
+    manager). Opens its connections on first use (inside the event loop that uses them)."""
 
     def __init__(self, config: KubeConfig) -> None:
         single = config.get()
@@ -53,6 +53,12 @@ class PodWrites:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
 
     async def delete_exactly(self, namespace: str, name: str, *, uid: str | None) -> None:
         """Delete pod ``name`` at once (no grace period), only if it is still pod ``uid`` (when given): one made

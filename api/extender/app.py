@@ -62,15 +62,11 @@ def _feeding(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        writes = PodWrites(config)
-        async with feeding(index, config, testbed_stream) as feed:
+        async with PodWrites(config) as writes, feeding(index, config, testbed_stream) as feed:
             app.state.index_feed = feed
             app.state.binding_recorder = feed.record_binding
             app.state.binder = SlotBinder(writes, index)
-            try:
-                yield
-            finally:
-                await writes.close()
+            yield
 
     return lifespan
 
@@ -78,11 +74,8 @@ def _feeding(
 def _binding(index: SlotIndex, config: KubeConfig) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        writes = PodWrites(config)
-        app.state.binder = SlotBinder(writes, index)
-        try:
+        async with PodWrites(config) as writes:
+            app.state.binder = SlotBinder(writes, index)
             yield
-        finally:
-            await writes.close()
 
     return lifespan

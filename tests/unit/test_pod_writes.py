@@ -67,14 +67,11 @@ def status(code: int, message: str) -> web.Response:
 def test_a_binding_and_a_deletion_are_sent_as_the_api_server_reads_them() -> None:
     async def run() -> list[tuple[str, str, str | None, Any]]:
         async with door(lambda _r, _b: web.json_response({"kind": "Status", "status": "Success"})) as (url, seen):
-            writes = PodWrites(config(url, {"token": "t0k3n"}))
-            try:
+            async with PodWrites(config(url, {"token": "t0k3n"})) as writes:
                 await writes.delete_exactly("ns", "ghost-1", uid="g-uid")
                 await writes.delete_exactly("ns", "ghost-2", uid=None)
                 await writes.bind("ns", "exec-1", uid="e-uid", node="n1", annotations={"esi.tu-berlin.de/slot": "3"})
                 await writes.bind("ns", "other", uid=None, node="n2", annotations={})
-            finally:
-                await writes.close()
             return seen
 
     seen = asyncio.run(run())
@@ -120,12 +117,9 @@ def test_a_refusal_is_lightkubes_api_error_with_the_api_servers_status(
 ) -> None:
     async def run() -> ApiError:
         async with door(lambda _r, _b: answer) as (url, _):
-            writes = PodWrites(config(url, {"token": "t"}))
-            try:
+            async with PodWrites(config(url, {"token": "t"})) as writes:
                 with pytest.raises(ApiError) as raised:
                     await writes.delete_exactly("ns", "ghost-1", uid="g-uid")
-            finally:
-                await writes.close()
             return raised.value
 
     err = asyncio.run(run())
@@ -145,12 +139,9 @@ def test_a_rotated_token_is_read_again_when_the_api_server_answers_401(tmp_path:
 
     async def run() -> list[str | None]:
         async with door(answer) as (url, seen):
-            writes = PodWrites(config(url, {"tokenFile": str(token_file)}))
-            try:
+            async with PodWrites(config(url, {"tokenFile": str(token_file)})) as writes:
                 await writes.bind("ns", "exec-1", uid=None, node="n1", annotations={})
                 await writes.bind("ns", "exec-2", uid=None, node="n1", annotations={})
-            finally:
-                await writes.close()
             return [auth for _, _, auth, _ in seen]
 
     assert asyncio.run(run()) == ["Bearer old", "Bearer new", "Bearer new"]
@@ -160,11 +151,8 @@ def test_an_api_server_out_of_reach_is_a_failed_write_not_a_refusal() -> None:
     async def run() -> None:
         async with door(lambda _r, _b: status(500, "unused")) as (url, _):
             pass  # closed again: nothing listens there now
-        writes = PodWrites(config(url, {"token": "t"}))
-        try:
+        async with PodWrites(config(url, {"token": "t"})) as writes:
             await writes.bind("ns", "exec-1", uid=None, node="n1", annotations={})
-        finally:
-            await writes.close()
 
     with pytest.raises(PodWriteFailed, match=r"^POST http://127\.0\.0\.1:\d+/api/v1/namespaces/ns/pods/exec-1/binding"):
         asyncio.run(run())
