@@ -547,14 +547,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         shutil.rmtree(self.short_dir, ignore_errors=True)
 
     def _drain(self) -> None:
-        """Delete the node's pods and wait until the kubelet has stopped their sandboxes (networks torn down)."""
+        """Delete the node's pods and wait until the kubelet has stopped their sandboxes (networks torn down) and
+        they are gone. Pods made again meanwhile (a Testbed's ghosts, a Deployment's) are not waited for: they are
+        killed with what else is left."""
         selector = f"spec.nodeName={self.name}"
+
+        def pods_here() -> set[str]:
+            uids = self.cluster.kubectl(
+                "get", "pods", "-A", "--field-selector", selector, "-o", "jsonpath={.items[*].metadata.uid}"
+            )
+            return set(uids.split())
+
         with contextlib.suppress(ClusterError):
+            draining = pods_here()
             self.cluster.kubectl(
                 "delete", "pods", "--all-namespaces", "--field-selector", selector, "--grace-period=1", "--wait=false"
             )
             deadline = time.monotonic() + DRAIN_TIMEOUT
-            while self.cluster.kubectl("get", "pods", "-A", "--field-selector", selector, "-o", "name").strip():
+            while draining & pods_here():
                 if time.monotonic() > deadline:
                     break  # what still runs is killed below
                 time.sleep(0.5)
