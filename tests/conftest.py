@@ -6,7 +6,8 @@ worker that needs it creates it under a file lock, and the controlling process d
 ends. Set ``ESI_KEEP_CLUSTER=1`` to keep it for inspection (its directory is printed).
 
 When an integration test fails, the lines each component logged while it ran are added to its report, and
-what its namespace (the ``namespace`` fixture) holds: esi's objects, the applications, pods and Events.
+what its namespace (the ``namespace`` fixture) holds: esi's objects, the applications, pods and Events. A test
+on a cluster of its own asks for the same with ``report_failures_in``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,6 @@ settings.load_profile("esi")
 
 SESSION_ENV = "ESI_TEST_SESSION"
 SESSIONS_ROOT = Path(tempfile.gettempdir()) / "esi-test-clusters"
-LOG_MARKS = pytest.StashKey[dict[str, int]]()
 LOG_LINES_PER_COMPONENT = 60
 
 # Ordinary nodes every integration test may schedule onto; a test that needs nodes of a particular shape
@@ -122,13 +123,30 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class FailureReport:
+    """What a failed test's report shows: ``cluster``'s component logs past ``log_marks`` (each log's size when
+    the test began) and what ``namespace`` holds (None: the test's ``namespace`` fixture)."""
+
+    cluster: LocalCluster
+    namespace: str | None
+    log_marks: dict[str, int]
+
+
+FAILURE_REPORT = pytest.StashKey[FailureReport]()
+
+
+def report_failures_in(item: pytest.Item, cluster: LocalCluster, namespace: str | None = None) -> None:
+    """Should ``item`` fail, add to its report what ``cluster``'s components log from now on, and what
+    ``namespace`` holds."""
+    marks = {name: path.stat().st_size for name, path in cluster.component_logs().items()}
+    item.stash[FAILURE_REPORT] = FailureReport(cluster, namespace, marks)
+
+
 @pytest.fixture(autouse=True)
-def _mark_component_logs(request: pytest.FixtureRequest) -> None:
-    """Remember where each component log ends, so a failure report shows only what this test caused."""
-    if "cluster" not in request.fixturenames:
-        return
-    local: LocalCluster = request.getfixturevalue("cluster")
-    request.node.stash[LOG_MARKS] = {name: path.stat().st_size for name, path in local.component_logs().items()}
+def _report_failures_in_the_session_cluster(request: pytest.FixtureRequest) -> None:
+    if "cluster" in request.fixturenames:
+        report_failures_in(request.node, request.getfixturevalue("cluster"))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -136,20 +154,20 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report: pytest.TestReport = yield
-    marks = item.stash.get(LOG_MARKS, None)
-    if report.failed and marks is not None:
-        local = _cluster_of(os.environ[SESSION_ENV])
-        for name, path in local.component_logs().items():
+    wanted = item.stash.get(FAILURE_REPORT, None)
+    if report.failed and wanted is not None:
+        for name, path in wanted.cluster.component_logs().items():
             with path.open("rb") as log:
-                log.seek(marks.get(name, 0))
+                log.seek(wanted.log_marks.get(name, 0))
                 lines = log.read().decode(errors="replace").splitlines()
             if lines:
                 shown = lines[-LOG_LINES_PER_COMPONENT:]
                 skipped = f"[{len(lines) - len(shown)} earlier lines in {path}]\n" if len(lines) > len(shown) else ""
                 report.sections.append((f"component log: {name}", skipped + "\n".join(shown)))
-        namespace = getattr(item, "funcargs", {}).get("namespace")
+        namespace = wanted.namespace or getattr(item, "funcargs", {}).get("namespace")
         if report.when == "call" and isinstance(namespace, str):
-            report.sections.append((f"objects in namespace {namespace}", _namespace_contents(local, namespace)))
+            contents = _namespace_contents(wanted.cluster, namespace)
+            report.sections.append((f"objects in namespace {namespace}", contents))
     return report
 
 

@@ -39,6 +39,7 @@ from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec
 from infra.real_node import unavailable_reason as real_nodes_unavailable
 from sim.crds import FLINK, application_crds
+from tests.conftest import report_failures_in
 from tests.integration.kube import create_in, get_or_none, wait_for
 from tests.integration.real_stack import (
     SIM_ONLY_LABELS,
@@ -100,7 +101,8 @@ def real_flink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealFlink]:
 
 
 @pytest.fixture
-def history(real_flink: RealFlink) -> Iterator[PodHistory]:
+def history(real_flink: RealFlink, request: pytest.FixtureRequest) -> Iterator[PodHistory]:
+    report_failures_in(request.node, real_flink.cluster, NAMESPACE)
     watcher = PodHistory(real_flink.cluster, NAMESPACE)
     yield watcher
     watcher.stop()

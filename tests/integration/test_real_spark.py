@@ -44,6 +44,7 @@ from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_v
 from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from sim.crds import FLINK, application_crds
+from tests.conftest import report_failures_in
 from tests.integration.kube import create_in, get_or_none, wait_for
 from tests.integration.real_stack import (
     PodHistory,
@@ -92,7 +93,8 @@ def real_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSpark]:
 
 
 @pytest.fixture
-def history(real_spark: RealSpark) -> Iterator[PodHistory]:
+def history(real_spark: RealSpark, request: pytest.FixtureRequest) -> Iterator[PodHistory]:
+    report_failures_in(request.node, real_spark.cluster, NAMESPACE)
     watcher = PodHistory(real_spark.cluster, NAMESPACE)
     yield watcher
     watcher.stop()
@@ -302,7 +304,13 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
     create_in(cluster, NAMESPACE, job)
     create_in(cluster, NAMESPACE, scheduling("doomed", ["badexec", "badexec"], retry={"limit": 1, "backoffSeconds": 1}))
     try:
-        wait_for("the doomed Scheduling to complete", completed(cluster, "doomed"), timeout=300)
+        # Each run starts a driver's JVM and replaces failing executors until the driver gives up: minutes on a
+        # loaded machine, so each run has a bound of its own.
+        def a_run_ended() -> bool:
+            return any(run.get("outcome") for run in status(cluster, "batchjob", "badexec").get("runs", []))
+
+        wait_for("the first run to fail", a_run_ended, timeout=300)
+        wait_for("the retry to fail and the doomed Scheduling to complete", completed(cluster, "doomed"), timeout=300)
         # Before the Scheduling goes, and the application and its driver with it.
         record = {j["name"]: j for j in status(cluster, "scheduling", "doomed")["jobs"]}["badexec"]
         log = driver_log(spark.node, "badexec-driver")
