@@ -289,7 +289,7 @@ def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retrie
 
 
 def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retried(
-    real_spark: RealSpark, history: PodHistory
+    real_spark: RealSpark, history: PodHistory, record_property: Callable[[str, object], None]
 ) -> None:
     """Executors whose container fails at once (no Java where their environment says): each failed one is
     replaced into its slot (the kubelet admits every one), until Spark's driver gives up; the run fails with
@@ -303,6 +303,7 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
     }
     create_in(cluster, NAMESPACE, job)
     create_in(cluster, NAMESPACE, scheduling("doomed", ["badexec", "badexec"], retry={"limit": 1, "backoffSeconds": 1}))
+    start = time.monotonic()
     try:
         # Each run starts a driver's JVM and replaces failing executors until the driver gives up: minutes on a
         # loaded machine, so each run has a bound of its own.
@@ -310,7 +311,9 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
             return any(run.get("outcome") for run in status(cluster, "batchjob", "badexec").get("runs", []))
 
         wait_for("the first run to fail", a_run_ended, timeout=300)
+        first_failed = time.monotonic()
         wait_for("the retry to fail and the doomed Scheduling to complete", completed(cluster, "doomed"), timeout=300)
+        completed_at = time.monotonic()
         # Before the Scheduling goes, and the application and its driver with it.
         record = {j["name"]: j for j in status(cluster, "scheduling", "doomed")["jobs"]}["badexec"]
         log = driver_log(spark.node, "badexec-driver")
@@ -327,6 +330,11 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
     # A ghost the kubelet refused was made again: both slots are held by running ghosts once the job is gone.
     wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
     assert "Max number of executor failures" in log, log[-2000:]
+    record_property(
+        "figure",
+        f"  Scheduling created -> first run failed: {first_failed - start:.1f} s, -> retry failed and the Scheduling"
+        f" completed: {completed_at - start:.1f} s; {len(executors)} executor pods in the two runs",
+    )
 
 
 # --- the simulator conforms -----------------------------------------------------------------------------------
