@@ -265,10 +265,12 @@ class LocalCluster:
     def control_plane_down(self, *, timeout: float = 180) -> Iterator[None]:
         """Its control plane stopped (etcd's data kept) for the body, started again after it.
 
-        While it is down this process listens on its ports, so that no cluster created meanwhile takes one.
+        While it is down this process listens on its ports, so that no cluster created meanwhile takes one; they
+        are stopped and held under the lock of creates, as a component that exits first lets go of its port.
         """
-        self._stop_control_plane()
-        held = [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
+        with commands.exclusive(KWOKCTL_LOCK):
+            self._stop_control_plane()
+            held = [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
         try:
             yield
             self._start(timeout, held)
