@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_cluster import CONTROLLER_MANAGER_QPS, ClusterError, LocalCluster, NodeSpec
+from infra.commands import exclusive
+from infra.local_cluster import CONTROLLER_MANAGER_QPS, KWOKCTL_LOCK, ClusterError, LocalCluster, NodeSpec, _listen_on
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -42,10 +43,13 @@ def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
 
         cluster.kubectl("create", "configmap", "kept", "--from-literal=k=v")
         helpers = [cluster.start_process("helper", ["sleep", "600"])]
-        cluster.stop()
+        # Stopped, its ports are free for any cluster another pytest worker creates: held here until it starts.
+        with exclusive(KWOKCTL_LOCK):
+            cluster.stop()
+            held = [sock for port in cluster._control_plane_ports().values() if (sock := _listen_on(port))]
         assert not cluster.serving()
         assert not cluster.process_running("helper")
-        cluster.start()
+        cluster._start(180, held)
         assert cluster.serving()
         assert json.loads(cluster.kubectl("get", "configmap", "kept", "-o", "json"))["data"] == {"k": "v"}
 
