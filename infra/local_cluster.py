@@ -270,13 +270,17 @@ class LocalCluster:
         """
         with commands.exclusive(KWOKCTL_LOCK):
             self._stop_control_plane()
-            held = [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
+            held = self._hold_ports()
         try:
             yield
             self._start(timeout, held)
         finally:
             for sock in held:
                 sock.close()
+
+    def _hold_ports(self) -> list[socket.socket]:
+        """A listening socket on each of the control plane's ports that nothing else listens on."""
+        return [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
 
     def _control_plane_ports(self) -> dict[str, int]:
         """The ports kwokctl gave the control plane's components, by ``<component>/<port name>``."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.commands import exclusive
-from infra.local_cluster import CONTROLLER_MANAGER_QPS, KWOKCTL_LOCK, ClusterError, LocalCluster, NodeSpec, _listen_on
+from infra.local_cluster import CONTROLLER_MANAGER_QPS, KWOKCTL_LOCK, ClusterError, LocalCluster, NodeSpec
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -46,7 +46,7 @@ def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
         # Stopped, its ports are free for any cluster another pytest worker creates: held here until it starts.
         with exclusive(KWOKCTL_LOCK):
             cluster.stop()
-            held = [sock for port in cluster._control_plane_ports().values() if (sock := _listen_on(port))]
+            held = cluster._hold_ports()
         assert not cluster.serving()
         assert not cluster.process_running("helper")
         cluster._start(180, held)
