@@ -15,6 +15,10 @@ moved on; pods and Deployments are created under names fixed by the application,
 harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted application's
 pods are removed by the garbage collector through their owner references.
 
+The pods and Deployments are selected by the API server (the label ``APP_UID_LABEL``), as the real operators'
+informers select theirs: the simulator is sent no other pod of the cluster (kopf's ``labels=`` filters on the
+handlers are client-side, after each event has been received and parsed).
+
 kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to the
 prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf operator, which
 uses ``esi.tu-berlin.de``.
@@ -61,7 +65,7 @@ from sim.lifecycle import (
 from sim.names import APP_UID_LABEL, PREFIX
 from sim.pods import DeploymentView, NodeExecutor, PodView, deployment_view, ended_pod_status, node_executor, pod_view
 
-__all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch"]
+__all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch", "select_own_objects"]
 
 FIELD_MANAGER: Final = "esi-sim"
 RESYNC_SECONDS: Final = 30.0
@@ -185,12 +189,22 @@ class _Caches:
 # --- wiring ------------------------------------------------------------------------------------------------
 
 
+_OWN_OBJECTS: Final = (("", "v1", "pods"), ("apps", "v1", "deployments"))  # each labelled APP_UID_LABEL
+
+
+def select_own_objects(settings: kopf.OperatorSettings) -> None:
+    """Watch only the simulated pods and Deployments: the API server leaves out every other one."""
+    for kind in _OWN_OBJECTS:
+        settings.watching.label_selectors[kind] = APP_UID_LABEL
+
+
 @kopf.on.startup()
 async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX)
     settings.persistence.finalizer = f"{PREFIX}/finalizer"
+    select_own_objects(settings)
     caches = _Caches.of(indexes)
     memo.caches = caches
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import kopf
 import pytest
 
-from sim.controller import WorkQueue, merge_patch
+from sim.controller import WorkQueue, merge_patch, select_own_objects
+from sim.names import APP_UID_LABEL
 
 
 @pytest.mark.parametrize(
@@ -51,3 +53,21 @@ def test_an_earlier_due_time_brings_a_key_forward() -> None:
         return await asyncio.wait_for(waiting, 1)
 
     assert asyncio.run(scenario()) == "k"
+
+
+@pytest.mark.parametrize(
+    ("group", "version", "plural", "kind", "selected"),
+    [
+        pytest.param("", "v1", "pods", "Pod", [APP_UID_LABEL], id="pods"),
+        pytest.param("apps", "v1", "deployments", "Deployment", [APP_UID_LABEL], id="deployments"),
+        pytest.param("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", [], id="applications"),
+        pytest.param("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", [], id="another group's pods"),
+    ],
+)
+def test_the_api_server_sends_only_the_simulated_pods_and_deployments(
+    group: str, version: str, plural: str, kind: str, selected: list[str]
+) -> None:
+    settings = kopf.OperatorSettings()
+    select_own_objects(settings)
+    resource = kopf.Resource(group=group, version=version, plural=plural, kind=kind)
+    assert list(settings.watching.label_selectors.collect(resource)) == selected
