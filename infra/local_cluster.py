@@ -263,13 +263,27 @@ class LocalCluster:
 
     @contextlib.contextmanager
     def control_plane_down(self, *, timeout: float = 180) -> Iterator[None]:
-        """Its control plane stopped (etcd's data kept) for the body, started again after it.
+        """Its control plane stopped (etcd's data kept) for the body, started again after it; processes of
+        ``start_process`` keep running. Its ports are held meanwhile (``_down``)."""
+        with self._down(self._stop_control_plane, timeout):
+            yield
+
+    @contextlib.contextmanager
+    def stopped(self, *, timeout: float = 180) -> Iterator[None]:
+        """Stopped as by ``stop`` for the body, its control plane started again after it (as by ``start``: the
+        processes of ``start_process`` are not). Its ports are held meanwhile (``_down``)."""
+        with self._down(self.stop, timeout):
+            yield
+
+    @contextlib.contextmanager
+    def _down(self, stop: Callable[[], None], timeout: float) -> Iterator[None]:
+        """``stop()`` for the body, the control plane started again after it.
 
         While it is down this process listens on its ports, so that no cluster created meanwhile takes one; they
         are stopped and held under the lock of creates, as a component that exits first lets go of its port.
         """
         with commands.exclusive(KWOKCTL_LOCK):
-            self._stop_control_plane()
+            stop()
             held = self._hold_ports()
         try:
             yield

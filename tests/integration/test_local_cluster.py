@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.commands import exclusive
-from infra.local_cluster import CONTROLLER_MANAGER_QPS, KWOKCTL_LOCK, ClusterError, LocalCluster, NodeSpec
+from infra.local_cluster import CONTROLLER_MANAGER_QPS, ClusterError, LocalCluster, NodeSpec
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -43,13 +42,9 @@ def test_create_stop_start_delete(tmp_path: Path, unique: str) -> None:
 
         cluster.kubectl("create", "configmap", "kept", "--from-literal=k=v")
         helpers = [cluster.start_process("helper", ["sleep", "600"])]
-        # Stopped, its ports are free for any cluster another pytest worker creates: held here until it starts.
-        with exclusive(KWOKCTL_LOCK):
-            cluster.stop()
-            held = cluster._hold_ports()
-        assert not cluster.serving()
-        assert not cluster.process_running("helper")
-        cluster._start(180, held)
+        with cluster.stopped():
+            assert not cluster.serving()
+            assert not cluster.process_running("helper")
         assert cluster.serving()
         assert json.loads(cluster.kubectl("get", "configmap", "kept", "-o", "json"))["data"] == {"k": "v"}
 
