@@ -59,6 +59,7 @@ from sim.names import APP_UID_LABEL
 from sim.units import MIB, SpecError, cpu_quantity, flink_bytes, memory_quantity, spark_mib
 
 __all__ = [
+    "SPARK_APP_SELECTOR_LABEL",
     "AppRef",
     "DeploymentView",
     "NodeExecutor",
