@@ -12,6 +12,7 @@ an ``httpx.MockTransport`` and a fake STOMP subscriber where the network would b
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -133,9 +134,16 @@ def _stderr() -> Console:
     return Console(stderr=True, highlight=False)
 
 
+# Piped or redirected, and with no COLUMNS, a table is as wide as its rows (as kubectl prints them), not cut at 80.
+UNCUT_WIDTH = 4096
+
+
 def _stdout() -> Console:
     # Created per use, not at import, so it writes to whatever sys.stdout is then (CliRunner swaps it).
-    return Console(highlight=False)
+    console = Console(highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = UNCUT_WIDTH
+    return console
 
 
 def _fail(message: str, problems: Iterable[FieldProblem] = (), hint: str | None = None) -> typer.Exit:

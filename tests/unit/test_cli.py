@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def run(
     api: FakeApi | None = None,
     *args: str,
     stomp: FakeStomp | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     stdin: str | None = None,
 ) -> Result:
     """``esi ARGS`` with the fakes in place of the network, a wide terminal, and none of the caller's ESI_*."""
@@ -40,7 +41,7 @@ def run(
         transport=api.transport if api is not None else None, subscriber=stomp.subscribe if stomp else None
     )
     clean: dict[str, str | None] = {"ESI_URL": None, "ESI_TOKEN": None, "ESI_NAMESPACE": None, "FORCE_COLOR": None}
-    environment = clean | {"COLUMNS": "160", "TTY_COMPATIBLE": "0"} | (env or {})
+    environment = clean | {"COLUMNS": "160", "TTY_COMPATIBLE": "0"} | dict(env or {})
     return CliRunner().invoke(app, list(args), obj=connector, env=environment, input=stdin)
 
 
@@ -172,6 +173,25 @@ def test_a_jobs_history_shows_each_run() -> None:
     for shown in ("2026-01-01 10:02:05", "2m 05s", "failed", "s1", "0, 2", "node-0", "pagerank"):
         assert shown in row
     assert lines_with(result.stdout, "profiler", "pagerank: 63 (2)")
+
+
+def test_piped_with_no_columns_given_a_table_keeps_every_cell_whole() -> None:
+    run_record = {"start": "2026-01-01T10:00:00Z", "stop": "2026-01-01T10:02:05Z", "successful": True,
+                  "scheduling": {"name": "a-scheduling-with-a-long-name", "namespace": "team"}, "attempt": 1,
+                  "slots": [0, 1, 2, 3], "nodes": ["a-node-with-a-long-name-0", "a-node-with-a-long-name-1"],
+                  "colocatedJobs": ["pagerank", "wordcount-the-second"]}  # fmt: skip
+    api = FakeApi().answer("GET", "/external/jobs/wordcount", body=wire_job(scheduledEvents=[run_record]))
+
+    piped = run(api, "jobs", "wordcount", env={"COLUMNS": None})
+    narrow = run(api, "jobs", "wordcount", env={"COLUMNS": "80"})
+
+    assert piped.exit_code == 0, piped.output
+    (row,) = lines_with(piped.stdout, "2026-01-01 10:00:00")
+    for shown in ("2026-01-01 10:02:05", "a-scheduling-with-a-long-name", "0, 1, 2, 3", "a-node-with-a-long-name-1",
+                  "wordcount-the-second"):  # fmt: skip
+        assert shown in row
+    assert "…" not in piped.stdout
+    assert "…" in narrow.stdout, "COLUMNS is the width asked for"
 
 
 def test_a_job_says_what_holds_it_up_and_a_record_that_lacks_its_nodes_says_unknown() -> None:
