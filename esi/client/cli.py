@@ -37,6 +37,7 @@ from esi.client.api_client import (
     Event,
     Forbidden,
     Kind,
+    NotFound,
     Subscriber,
     Unauthorized,
     topic,
@@ -705,6 +706,18 @@ def _event_line(event: Event[Any], now: datetime) -> Text:
     )
 
 
+def _with_view(client: EsiClient, event: Event[Any]) -> Event[Any]:
+    """The event with its object's view: a per-kind topic names the object only, so it is read, and the line
+    shows its state as a per-object topic's does (no view for a deletion, or for an object gone meanwhile)."""
+    if event.resource is not None or event.action not in ("ADDED", "MODIFIED"):
+        return event
+    read = {"testbeds": client.testbed, "jobs": client.job, "schedulings": client.scheduling}[event.kind]
+    try:
+        return replace(event, resource=read(event.name))
+    except NotFound:
+        return event
+
+
 def _destinations(kind: Kind | None, name: str | None) -> list[str]:
     if kind is None:
         return [topic(k) for k in get_args(Kind)]
@@ -717,20 +730,22 @@ def watch(
     kind: Annotated[
         Kind | None, typer.Argument(help="testbeds, jobs or schedulings (default: all three).", show_default=False)
     ] = None,
-    name: Annotated[str | None, typer.Argument(help="Only this object, with its state.", show_default=False)] = None,
+    name: Annotated[str | None, typer.Argument(help="Only this object.", show_default=False)] = None,
     namespace: NamespaceOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Print each change as it happens (over STOMP), one line per event; Ctrl-C stops.
+    """Print each change as it happens (over STOMP), one line per event with the object's state (as read when
+    the event arrives); Ctrl-C stops.
 
-    With -o json, one JSON object per line: destination, action, name and the object's view.
+    With -o json, one JSON object per line, as the topic carries it: destination, action, name and the object's
+    view (null on a per-kind topic, which names the object only).
     """
     session = _session(ctx, namespace, output)
     try:
         with session.client() as client, client.subscribe(*_destinations(kind, name)) as events:
             for event in events:
                 if session.output is Output.TABLE:
-                    _stdout().print(_event_line(event, datetime.now().astimezone()))
+                    _stdout().print(_event_line(_with_view(client, event), datetime.now().astimezone()))
                     continue
                 record = {"destination": event.destination, "action": event.action, "name": event.name}
                 record["resource"] = to_jsonable_python(event.resource, by_alias=True)

@@ -432,13 +432,31 @@ def test_watch_prints_a_line_per_event_and_ctrl_c_ends_it_cleanly() -> None:
     assert stomp.subscriptions[0]["namespace"] == "team"
 
 
-def test_watch_without_a_kind_follows_every_kind_by_name() -> None:
-    stomp = FakeStomp(watched(("/topic/jobs", "ADDED", "wordcount")), then=KeyboardInterrupt())
+def test_watch_without_a_kind_follows_every_kind_and_reads_each_object_named() -> None:
+    stomp = FakeStomp(
+        watched(
+            ("/topic/jobs", "ADDED", "wordcount"),
+            ("/topic/schedulings", "MODIFIED", "s1"),
+            ("/topic/schedulings", "MODIFIED", "gone"),
+            ("/topic/jobs", "DELETED", "pagerank"),
+        ),
+        then=KeyboardInterrupt(),
+    )
+    api = FakeApi().answer("GET", "/external/jobs/wordcount", body=wire_job(state="RunningState"))
+    api.answer("GET", "/external/schedulings/s1", body=wire_scheduling(state="AwaitingCompletionState"))
 
-    result = run(FakeApi(), "watch", stomp=stomp)
+    result = run(api, "-n", "team", "watch", stomp=stomp)
 
+    assert result.exit_code == 0, result.output
     assert stomp.subscriptions[0]["destinations"] == ["/topic/testbeds", "/topic/jobs", "/topic/schedulings"]
-    assert lines_with(result.stdout, "ADDED", "job/wordcount")
+    assert lines_with(result.stdout, "ADDED", "job/wordcount RunningState 0 runs")
+    assert lines_with(result.stdout, "MODIFIED", "scheduling/s1 AwaitingCompletionState 0/2 done")
+    (gone,) = lines_with(result.stdout, "MODIFIED", "scheduling/gone")
+    assert gone.rstrip().endswith("scheduling/gone"), "deleted meanwhile (404): the line names it only"
+    assert lines_with(result.stdout, "DELETED", "job/pagerank")
+    read = [(r.url.path, r.url.params.get("namespace")) for r in api.requests]
+    assert read == [("/external/jobs/wordcount", "team"), ("/external/schedulings/s1", "team"),
+                    ("/external/schedulings/gone", "team")], "a deletion is not read"  # fmt: skip
 
 
 def test_watch_as_json_prints_one_object_per_line() -> None:
