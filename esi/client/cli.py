@@ -247,6 +247,11 @@ def _table(*columns: str, title: str | None = None) -> Table:
     return table
 
 
+def _or_none(table: Table, what: str) -> RenderableType:
+    """The table, or for a table without rows a line saying there are none (as kubectl's "No resources found")."""
+    return table if table.row_count else Text(f"no {what}", style="dim")
+
+
 def _or_dash(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
@@ -495,7 +500,9 @@ def _overview(view: Overview) -> RenderableType:
     schedulings = _table("NAME", "STATE", "TESTBED", "DONE", "WAITING FOR", title="Schedulings")
     for s in view.schedulings:
         schedulings.add_row(s.name, _state(s.state), s.test_bed, _or_dash(s.progress), _or_dash(s.waiting_for))
-    return Group(head, testbeds, jobs, schedulings)
+    return Group(
+        head, _or_none(testbeds, "Testbeds"), _or_none(jobs, "BatchJobs"), _or_none(schedulings, "Schedulings")
+    )
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -522,7 +529,7 @@ def show_testbeds(
     with session.client() as client:
         if name is None:
             found = client.testbeds()
-            _emit(session, found, lambda: _testbeds_table(found))
+            _emit(session, found, lambda: _or_none(_testbeds_table(found), "Testbeds"))
         else:
             one = client.testbed(name)
             _emit(session, one, lambda: _testbed_detail(one))
@@ -540,7 +547,7 @@ def show_jobs(
     with session.client() as client:
         if name is None:
             found = client.jobs()
-            _emit(session, found, lambda: _jobs_table(found[key] for key in sorted(found)))
+            _emit(session, found, lambda: _or_none(_jobs_table(found[key] for key in sorted(found)), "BatchJobs"))
         else:
             one = client.job(name)
             _emit(session, one, lambda: _job_detail(one))
@@ -558,7 +565,7 @@ def show_schedulings(
     with session.client() as client:
         if name is None:
             found = client.schedulings()
-            _emit(session, found, lambda: _schedulings_table(found))
+            _emit(session, found, lambda: _or_none(_schedulings_table(found), "Schedulings"))
         else:
             one = client.scheduling(name)
             _emit(session, one, lambda: _scheduling_detail(one))

@@ -159,6 +159,20 @@ def test_the_overview_counts_and_lists_each_kind() -> None:
     assert lines_with(result.stdout, "s1", "AcquireState", "the Testbed")
 
 
+def test_an_empty_namespace_says_there_is_nothing_instead_of_empty_tables() -> None:
+    empty = wire_overview() | {"testbeds": [], "jobs": [], "schedulings": []}
+    api = FakeApi().answer("GET", "/external/overview", body=empty)
+    api.answer("GET", "/external/testbeds", body=[]).answer("GET", "/external/jobs", body={})
+    api.answer("GET", "/external/schedulings", body=[])
+
+    overview = run(api, "overview")
+    lists = [run(api, kind) for kind in ("testbeds", "jobs", "schedulings")]
+
+    assert overview.exit_code == 0, overview.output
+    assert overview.stdout.splitlines()[1:] == ["no Testbeds", "no BatchJobs", "no Schedulings"]
+    assert [r.stdout for r in lists] == ["no Testbeds\n", "no BatchJobs\n", "no Schedulings\n"]
+
+
 def test_a_jobs_history_shows_each_run() -> None:
     run_record = {"start": "2026-01-01T10:00:00Z", "stop": "2026-01-01T10:02:05Z", "successful": False,
                   "scheduling": {"name": "s1", "namespace": "team"}, "attempt": 2, "slots": [0, 2],
