@@ -18,7 +18,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.cluster_stack import ClusterEsi, ClusterEsiArgs
+from infra.cluster_stack import ClusterEsi, ClusterEsiArgs, ConfigError
 from infra.gitops import Manifests
 from infra.local_stack import LocalEsi, LocalEsiArgs
 from infra.toolchain import REPO_ROOT
@@ -48,7 +48,7 @@ def cluster() -> tuple[pulumi.ComponentResource, k8s.Provider]:
 
 
 if mode not in ("local", "cluster"):
-    raise ValueError(f"esi:mode must be 'local' or 'cluster', not {mode!r} (stack {pulumi.get_stack()!r})")
+    raise ConfigError(f"esi:mode must be 'local' or 'cluster', not {mode!r} (stack {pulumi.get_stack()!r})")
 esi, provider = local() if mode == "local" else cluster()
 
 manifests = Manifests(

@@ -36,8 +36,11 @@ _MODELS: dict[str, type[BaseModel]] = {"Testbed": Testbed, "BatchJob": BatchJob,
 _ORDER = {"Testbed": 0, "BatchJob": 1, "Scheduling": 2}
 
 
-class ManifestError(ValueError):
-    """A committed document that is not a valid esi object; the message names file, document and fields."""
+class ManifestError(pulumi.RunError, ValueError):
+    """A committed document that is not a valid esi object; the message names file, document and fields.
+
+    A ``pulumi.RunError``: Pulumi shows the message alone, without a traceback.
+    """
 
 
 @dataclass(frozen=True)
