@@ -15,9 +15,10 @@ moved on; pods and Deployments are created under names fixed by the application,
 harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted application's
 pods are removed by the garbage collector through their owner references.
 
-The pods and Deployments are selected by the API server (the label ``APP_UID_LABEL``), as the real operators'
-informers select theirs: the simulator is sent no other pod of the cluster (kopf's ``labels=`` filters on the
-handlers are client-side, after each event has been received and parsed).
+The pods and Deployments are selected by the API server (the label ``APP_UID_LABEL``), as the real Spark
+operator's cache selects its pods (by ``sparkoperator.k8s.io/launched-by-spark-operator``): the simulator is sent
+no other pod of the cluster (kopf's ``labels=`` filters on the handlers are client-side, after each event has
+been received and parsed).
 
 kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to the
 prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf operator, which
