@@ -322,11 +322,26 @@ class LocalCluster:
 
     def _control_plane_pids(self) -> list[int]:
         """The pids kwokctl recorded for the control plane's components."""
-        pids = []
-        for pid_file in (self.directory / "pids").glob("*.pid"):
-            with contextlib.suppress(OSError, ValueError):
-                pids.append(int(pid_file.read_text().strip()))
-        return pids
+        return [pid for pid_file in self._control_plane_pids_dir.glob("*.pid") if (pid := _read_pid(pid_file))]
+
+    @property
+    def _control_plane_pids_dir(self) -> Path:
+        return self.directory / "pids"
+
+    @contextlib.contextmanager
+    def paused(self, component: str) -> Iterator[None]:
+        """``component`` (one of the control plane's, e.g. ``kwok-controller``, or one ``start_process``
+        started) frozen (SIGSTOP) for the body and let go on (SIGCONT) after it: a component fallen behind,
+        which then acts on what it missed meanwhile."""
+        pid = self._pid(component) or _read_pid(self._control_plane_pids_dir / f"{component}.pid")
+        if pid is None or not process_alive(pid):
+            raise ClusterError(f"{component} does not run in cluster {self.name!r}")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def server(self) -> str:
         """The kube-apiserver URL from the kubeconfig."""
@@ -591,10 +606,15 @@ class LocalCluster:
         return [] if pid is None else child_pids(pid)
 
     def _pid(self, name: str) -> int | None:
-        try:
-            return int((self._processes_dir / f"{name}.pid").read_text())
-        except (FileNotFoundError, ValueError):
-            return None
+        return _read_pid(self._processes_dir / f"{name}.pid")
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    """The pid a pid file holds; None when there is no such file or it holds no number."""
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def child_pids(parent: int) -> list[int]:

@@ -257,6 +257,10 @@ class RealNode:
     def running(self) -> bool:
         return self.cluster.process_running(self._kubelet_process)
 
+    def kubelet_paused(self) -> contextlib.AbstractContextManager[None]:
+        """Its kubelet frozen for the body and let go on after it (``LocalCluster.paused``)."""
+        return self.cluster.paused(self._kubelet_process)
+
     # -- start ----------------------------------------------------------------------------------------------
 
     def start(self, *, timeout: float = 120) -> None:

@@ -7,6 +7,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -102,6 +103,32 @@ def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | 
         return None
 
     return probe
+
+
+def made_again_while_behind(
+    client: Client, manifest: Any, behind: Callable[[], AbstractContextManager[None]], settle: float = 3.0
+) -> tuple[str, Any]:
+    """Run the pod ``manifest`` on its node (``spec.nodeName``), then, while its node's agent is held back
+    (``behind()``: a kubelet or KWOK paused), delete it with no grace period and make it again under the same
+    name. The new pod's uid, and the pod of that name ``settle`` seconds after the new one runs — time for the
+    agent to act on the old one's deletion (None if it is gone)."""
+    name, namespace = manifest.metadata.name, manifest.metadata.namespace
+    client.create(manifest)
+    wait_for(f"pod {name} to run", running_on(client, name, namespace))
+    with behind():
+        client.delete(Pod, name, namespace=namespace, grace_period=0)
+        wait_for(f"pod {name} to be gone", lambda: get_or_none(client, Pod, name, namespace) is None, interval=0.02)
+        made = client.create(manifest)
+    assert made.metadata is not None
+    assert made.metadata.uid is not None
+
+    def running_or_gone() -> tuple[Any] | None:
+        current = get_or_none(client, Pod, name, namespace)
+        return (current,) if current is None or (current.status and current.status.phase == "Running") else None
+
+    if wait_for(f"pod {name} made again to run, or to be gone", running_or_gone)[0] is not None:
+        time.sleep(settle)
+    return made.metadata.uid, get_or_none(client, Pod, name, namespace)
 
 
 def executor_pod(

@@ -16,7 +16,7 @@ from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
 from infra.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, pod, running_on, wait_for
+from tests.integration.kube import get_or_none, made_again_while_behind, pod, running_on, wait_for
 from tests.integration.recording_extender import RecordingExtender, serve
 
 
@@ -29,6 +29,22 @@ def test_default_scheduler_runs_a_pod_on_a_kwok_node(client: Client, namespace: 
     assert node.metadata is not None
     assert node.metadata.annotations is not None
     assert node.metadata.annotations[KWOK_NODE_ANNOTATION] == "fake"
+
+
+def test_kwok_deletes_only_the_pod_it_ran(
+    cluster: LocalCluster, client: Client, namespace: str, add_nodes: AddNodes
+) -> None:
+    """A pod deleted and made again under the same name while KWOK was behind keeps running: KWOK's deletion
+    carries the deleted pod's UID as precondition, as a kubelet's does (test_real_nodes: the same with a real
+    kubelet). Its late DELETE by name took the new pod."""
+    (node,) = add_nodes(1)
+    manifest = pod("again", namespace, node_name=node)
+
+    uid, current = made_again_while_behind(client, manifest, lambda: cluster.paused("kwok-controller"))
+
+    assert current is not None, "KWOK deleted the pod made again"
+    assert (current.metadata.uid, current.metadata.deletionTimestamp) == (uid, None)
+    assert current.status.phase == "Running"
 
 
 def test_second_scheduler_places_a_pod_where_the_extender_allows(

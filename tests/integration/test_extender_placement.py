@@ -6,7 +6,7 @@ The Testbed's slots and ghosts are set up by the test here (the Testbed reconcil
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -61,18 +61,10 @@ def two_full_nodes(client: Client, namespace: str, node_a: str, node_b: str) -> 
     return places
 
 
-def publish(
-    client: Client,
-    index: SlotIndex,
-    namespace: str,
-    places: dict[int, str],
-    reserved: set[int],
-    seen: Mapping[int, str] | None = None,
-) -> None:
+def publish(client: Client, index: SlotIndex, namespace: str, places: dict[int, str], reserved: set[int]) -> None:
     """Give the extender tb's slot table as the Testbed reconciler would: slots ``reserved`` for job
-    "wordcount", each slot's ghost as it is now, or by the uid ``seen`` gives for it."""
+    "wordcount", each slot's ghost as it is now."""
     uids = {s: client.get(Pod, f"ghost-{s}", namespace=namespace).metadata.uid for s in places}  # type: ignore[union-attr]
-    uids |= seen or {}
     index.replace_testbed(
         namespace,
         "tb",
@@ -136,16 +128,13 @@ def test_a_ghost_made_since_under_the_same_name_is_not_deleted(
     same name since then is left alone, and the executor waits until the extender has seen the new one."""
     url, index = extender
     node_a, node_b = add_nodes(2, cpu="2500m")
-    # The ghost-1 the extender saw, gone before the one on node B was made. Never bound: KWOK deletes a pod
-    # marked for deletion by name, without the kubelet's UID precondition, so its late DELETE of a bound
-    # ghost-1 can take the one made after it.
-    client.create(pod("ghost-1", namespace, cpu="1", node_selector={"esi.test/nowhere": unique}))
+    places = two_full_nodes(client, namespace, node_a, node_b)
+    publish(client, index, namespace, places, reserved={1})
     old_uid = client.get(Pod, "ghost-1", namespace=namespace).metadata.uid  # type: ignore[union-attr]
     client.delete(Pod, "ghost-1", namespace=namespace, grace_period=0)
-    wait_for("the ghost-1 seen to go", lambda: get_or_none(client, Pod, "ghost-1", namespace) is None)
-    places = two_full_nodes(client, namespace, node_a, node_b)
-    assert old_uid is not None
-    publish(client, index, namespace, places, reserved={1}, seen={1: old_uid})
+    wait_for("ghost-1 to go", lambda: get_or_none(client, Pod, "ghost-1", namespace) is None)
+    client.create(ghost("ghost-1", namespace, node_b, 1))
+    wait_for("the new ghost-1 to run", running_on(client, "ghost-1", namespace))
     scheduler = second_scheduler(url)
     client.create(executor_pod("exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
 

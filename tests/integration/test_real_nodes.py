@@ -39,7 +39,7 @@ from infra.spark_image import spark_version
 from infra.spark_operator import chart_dir, operator_image
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from infra.toolchain import load_pins
-from tests.integration.kube import get_or_none, wait_for
+from tests.integration.kube import get_or_none, made_again_while_behind, wait_for
 from tests.integration.real_stack import example_flink_rbac
 
 if (reason := unavailable_reason()) is not None:
@@ -134,6 +134,25 @@ def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, cli
     client.create(pinned_pod("too-big", namespace, real_node, pause, resources={"requests": {"cpu": "2"}}))
     refused = wait_for("the kubelet's admission", phase_of(client, "too-big", namespace, "Failed", "Running"))
     assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
+
+
+def test_the_kubelet_deletes_only_the_pod_it_ran(real_node: RealNode, client: Client, namespace: str) -> None:
+    """A pod deleted and made again under the same name while the kubelet was behind runs, the old one's
+    deletion leaving it alone (test_control_plane: the same with KWOK)."""
+    resources = {"cpu": "50m", "memory": "16Mi"}
+    manifest = pinned_pod(
+        "again",
+        namespace,
+        real_node,
+        images.pause_image().reference,
+        resources={"requests": resources, "limits": resources},
+    )
+
+    uid, current = made_again_while_behind(client, manifest, real_node.kubelet_paused)
+
+    assert current is not None, "the kubelet deleted the pod made again"
+    assert (current.metadata.uid, current.metadata.deletionTimestamp) == (uid, None)
+    assert current.status.phase == "Running"
 
 
 def test_a_pod_on_a_real_node_reaches_the_api_server(
