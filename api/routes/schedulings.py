@@ -95,7 +95,8 @@ _SLOTS_EXAMPLE: Final = {
         "Creates the Scheduling, or — when one of that name exists — replaces its testbed and its queue or "
         "slot lists (the online-edit path: entries not yet started change, started ones run on). `state`, "
         "`jobStatus` and any field the original's shape does not have are ignored; every field but `name`, "
-        "`testBed` and one of `queue` or `slots` may be null. 201 when created, 200 when replaced."
+        "`testBed` and one of `queue` or `slots` may be null. A Scheduling manifest, or a manifest's `testbed`, "
+        "`queueBased` or `slotBased` in place of these, is a 422 naming them. 201 when created, 200 when replaced."
     ),
     status_code=status.HTTP_201_CREATED,
     response_model=_ONE,

@@ -215,13 +215,41 @@ class _Strategy(EsiModel):
         return self
 
 
+# A Scheduling manifest's names for what the submission names otherwise: its name here, and what it holds.
+_MANIFEST_NAMES: Final = {
+    "testbed": ("testBed", "the Testbed's name"),
+    "queueBased": ("queue", "the jobs' names, in order"),
+    "slotBased": ("slots", "{mode, jobs: [{name, slots}]}"),
+}
+
+
 class SchedulingSubmission(_Strategy):
     """``POST /external/schedulings``: what the original's clients send. They send every field of the
     Scheduling they hold, nulls included, and what they read back: ``state``, ``jobStatus`` and any other
-    field are accepted and ignored."""
+    field are accepted and ignored. A Scheduling manifest, or a body written with a manifest's names, is
+    refused with the names this shape has."""
 
     state: Any = Field(default=None, description="Read-only: ignored when sent.")
     job_status: Any = Field(default=None, description="Read-only: ignored when sent.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_manifest(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        if "spec" in data and ("kind" in data or "apiVersion" in data):
+            raise ValueError(
+                "this is a Scheduling manifest: send {name, testBed, queue | slots} instead (its metadata.name, "
+                "spec.testbed.name and the jobs' names), or submit the manifest with esi submit"
+            )
+        renamed = [
+            f"{manifest_name} is a manifest's name: here it is {name} ({what})"
+            for manifest_name, (name, what) in _MANIFEST_NAMES.items()
+            if manifest_name in data and name not in data
+        ]
+        if renamed:
+            raise ValueError("; ".join(renamed))
+        return data
 
 
 class OriginalScheduling(_Strategy):

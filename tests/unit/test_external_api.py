@@ -167,6 +167,40 @@ def test_an_invalid_scheduling_is_a_422_naming_the_field_and_nothing_is_written(
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            {
+                "apiVersion": "esi.tu-berlin.de/v1alpha1",
+                "kind": "Scheduling",
+                "metadata": {"name": "m"},
+                "spec": {"testbed": {"name": "tb"}, "queueBased": [{"name": "a"}]},
+            },
+            ["this is a Scheduling manifest: send {name, testBed, queue | slots}", "esi submit"],
+        ),
+        (
+            {"name": "m", "testbed": {"name": "tb"}, "queueBased": [{"name": "a"}]},
+            ["testbed is a manifest's name: here it is testBed", "queueBased is a manifest's name: here it is queue"],
+        ),
+        (
+            {"name": "m", "testBed": "tb", "slotBased": {"mode": "strict", "jobs": [{"name": "a", "slotIds": [0]}]}},
+            ["slotBased is a manifest's name: here it is slots"],
+        ),
+    ],
+)
+def test_a_body_in_a_manifests_words_is_a_422_giving_the_apis_words(
+    api: TestClient, cache: ResourceCache, body: dict[str, Any], said: list[str]
+) -> None:
+    answer = api.post("/external/schedulings", json=body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]["errors"]
+    assert problem["field"] == "(body)"
+    assert all(words in problem["problem"] for words in said), problem
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
 def test_a_body_that_is_not_json_is_a_422_not_a_500(api: TestClient) -> None:
     answer = api.post(
         "/external/schedulings", content=b"{not json", headers=AUTH | {"content-type": "application/json"}
