@@ -106,19 +106,29 @@ def running_on(client: Client, name: str, namespace: str) -> Callable[[], str | 
 
 
 def made_again_while_behind(
-    client: Client, manifest: Any, behind: Callable[[], AbstractContextManager[None]], settle: float = 3.0
+    client: Client,
+    first: Any,
+    again: Any,
+    behind: Callable[[], AbstractContextManager[None]],
+    *,
+    seen_running: bool,
+    settle: float = 3.0,
 ) -> tuple[str, Any]:
-    """Run the pod ``manifest`` on its node (``spec.nodeName``), then, while its node's agent is held back
-    (``behind()``: a kubelet or KWOK paused), delete it with no grace period and make it again under the same
-    name. The new pod's uid, and the pod of that name ``settle`` seconds after the new one runs — time for the
-    agent to act on the old one's deletion (None if it is gone)."""
-    name, namespace = manifest.metadata.name, manifest.metadata.namespace
-    client.create(manifest)
-    wait_for(f"pod {name} to run", running_on(client, name, namespace))
+    """Pod ``first`` on its node (``spec.nodeName``) is deleted with no grace period and made again under its
+    name as ``again``, while the node's agent is held back (``behind()``: a kubelet or KWOK paused) — from once
+    ``first`` runs when ``seen_running``, else from before it is made. The new pod's uid, and the pod of that
+    name ``settle`` seconds after the agent was let go on (and after the new pod runs, if it is bound): time for
+    the agent to act on the old pod. None if it is gone."""
+    name, namespace = first.metadata.name, first.metadata.namespace
+    if seen_running:
+        client.create(first)
+        wait_for(f"pod {name} to run", running_on(client, name, namespace))
     with behind():
+        if not seen_running:
+            client.create(first)
         client.delete(Pod, name, namespace=namespace, grace_period=0)
         wait_for(f"pod {name} to be gone", lambda: get_or_none(client, Pod, name, namespace) is None, interval=0.02)
-        made = client.create(manifest)
+        made = client.create(again)
     assert made.metadata is not None
     assert made.metadata.uid is not None
 
@@ -126,7 +136,7 @@ def made_again_while_behind(
         current = get_or_none(client, Pod, name, namespace)
         return (current,) if current is None or (current.status and current.status.phase == "Running") else None
 
-    if wait_for(f"pod {name} made again to run, or to be gone", running_or_gone)[0] is not None:
+    if again.spec.nodeName is None or wait_for(f"pod {name} made again to run", running_or_gone)[0] is not None:
         time.sleep(settle)
     return made.metadata.uid, get_or_none(client, Pod, name, namespace)
 

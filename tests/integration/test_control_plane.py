@@ -40,11 +40,32 @@ def test_kwok_deletes_only_the_pod_it_ran(
     (node,) = add_nodes(1)
     manifest = pod("again", namespace, node_name=node)
 
-    uid, current = made_again_while_behind(client, manifest, lambda: cluster.paused("kwok-controller"))
+    uid, current = made_again_while_behind(
+        client, manifest, manifest, lambda: cluster.paused("kwok-controller"), seen_running=True
+    )
 
     assert current is not None, "KWOK deleted the pod made again"
     assert (current.metadata.uid, current.metadata.deletionTimestamp) == (uid, None)
     assert current.status.phase == "Running"
+
+
+def test_kwok_gives_a_pod_made_again_none_of_the_old_ones_status(
+    cluster: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    """A pod bound to a KWOK node, deleted and made again unbound while KWOK was behind, stays Pending: KWOK's
+    status patches carry the pod's UID, as a kubelet's do (test_real_nodes: the same with a real kubelet). Its
+    late patch by name marked the unbound pod Running, with the old one's IP."""
+    (node,) = add_nodes(1)
+    first = pod("again", namespace, node_name=node)
+    unbound = pod("again", namespace, node_selector={"esi.test/nowhere": unique})
+
+    uid, current = made_again_while_behind(
+        client, first, unbound, lambda: cluster.paused("kwok-controller"), seen_running=False
+    )
+
+    assert current is not None
+    assert current.metadata.uid == uid
+    assert (current.status.phase, current.status.hostIP, current.status.podIP) == ("Pending", None, None)
 
 
 def test_second_scheduler_places_a_pod_where_the_extender_allows(

@@ -8,6 +8,7 @@ Deleting a node is tested on a node of its own.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -75,6 +76,13 @@ def pinned_pod(name: str, namespace: str, node: RealNode, image: str, **containe
     return from_dict(manifest)
 
 
+def small_pause_pod(name: str, namespace: str, node: RealNode) -> Any:
+    """A pause container's pod bound to ``node``, asking for little."""
+    resources = {"cpu": "50m", "memory": "16Mi"}
+    image = images.pause_image().reference
+    return pinned_pod(name, namespace, node, image, resources={"requests": resources, "limits": resources})
+
+
 def phase_of(client: Client, name: str, namespace: str, *phases: str) -> Any:
     """A probe for wait_for: the pod once its phase is one of ``phases``."""
 
@@ -139,20 +147,30 @@ def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, cli
 def test_the_kubelet_deletes_only_the_pod_it_ran(real_node: RealNode, client: Client, namespace: str) -> None:
     """A pod deleted and made again under the same name while the kubelet was behind runs, the old one's
     deletion leaving it alone (test_control_plane: the same with KWOK)."""
-    resources = {"cpu": "50m", "memory": "16Mi"}
-    manifest = pinned_pod(
-        "again",
-        namespace,
-        real_node,
-        images.pause_image().reference,
-        resources={"requests": resources, "limits": resources},
-    )
+    manifest = small_pause_pod("again", namespace, real_node)
 
-    uid, current = made_again_while_behind(client, manifest, real_node.kubelet_paused)
+    uid, current = made_again_while_behind(client, manifest, manifest, real_node.kubelet_paused, seen_running=True)
 
     assert current is not None, "the kubelet deleted the pod made again"
     assert (current.metadata.uid, current.metadata.deletionTimestamp) == (uid, None)
     assert current.status.phase == "Running"
+
+
+def test_the_kubelet_gives_a_pod_made_again_none_of_the_old_ones_status(
+    real_node: RealNode, client: Client, namespace: str
+) -> None:
+    """A pod bound to the real node, deleted and made again unbound while the kubelet was behind, stays Pending
+    (test_control_plane: the same with KWOK)."""
+    first = small_pause_pod("again", namespace, real_node)
+    unbound = copy.deepcopy(first)
+    unbound.spec.nodeName = None
+    unbound.spec.nodeSelector = {"esi.test/nowhere": "x"}
+
+    uid, current = made_again_while_behind(client, first, unbound, real_node.kubelet_paused, seen_running=False)
+
+    assert current is not None
+    assert current.metadata.uid == uid
+    assert (current.status.phase, current.status.hostIP, current.status.podIP) == ("Pending", None, None)
 
 
 def test_a_pod_on_a_real_node_reaches_the_api_server(
