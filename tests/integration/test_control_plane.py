@@ -1,5 +1,6 @@
 """Proof that the local control plane is the real thing: default scheduling, a second kube-scheduler that
-consults an HTTP extender for filtering, and preemption decided together with that extender."""
+consults an HTTP extender for filtering, preemption decided together with that extender, and KWOK writing to
+pods as a kubelet does."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_kwok_deletes_only_the_pod_it_ran(
 ) -> None:
     """A pod deleted and made again under the same name while KWOK was behind keeps running: KWOK's deletion
     carries the deleted pod's UID as precondition, as a kubelet's does (test_real_nodes: the same with a real
-    kubelet). Its late DELETE by name took the new pod."""
+    kubelet); a DELETE by name would take the new pod."""
     (node,) = add_nodes(1)
     manifest = pod("again", namespace, node_name=node)
 
@@ -53,8 +54,8 @@ def test_kwok_gives_a_pod_made_again_none_of_the_old_ones_status(
     cluster: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
 ) -> None:
     """A pod bound to a KWOK node, deleted and made again unbound while KWOK was behind, stays Pending: KWOK's
-    status patches carry the pod's UID, as a kubelet's do (test_real_nodes: the same with a real kubelet). Its
-    late patch by name marked the unbound pod Running, with the old one's IP."""
+    status patches carry the pod's UID, as a kubelet's do (test_real_nodes: the same with a real kubelet); a
+    patch by name would mark the unbound pod Running, with the old one's IP."""
     (node,) = add_nodes(1)
     first = pod("again", namespace, node_name=node)
     unbound = pod("again", namespace, node_selector={"esi.test/nowhere": unique})
