@@ -24,6 +24,7 @@ from esi.resources.crds import DEFINITIONS, crd
 from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from tests.integration.admission import KubeletAdmission
 from tests.integration.kube import ensure_process, namespace_manifest, priority_class, wait_for
 from tests.integration.sim_fixtures import esi_sim, sim_crds, sim_garbage_collected  # noqa: F401 (fixtures)
 
@@ -35,14 +36,27 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
     api.close()
 
 
+@pytest.fixture(scope="session")
+def kubelet_admission(cluster: LocalCluster) -> Iterator[KubeletAdmission]:
+    """What a kubelet's admission would have said of every pod KWOK ran in the session's cluster."""
+    admission = KubeletAdmission(cluster)
+    yield admission
+    admission.stop()
+
+
 @pytest.fixture
-def namespace(client: Client, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace named after the test; deleted (with everything in it) afterwards."""
+def namespace(client: Client, kubelet_admission: KubeletAdmission, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test; deleted (with everything in it) afterwards. The test fails when
+    a kubelet would have refused a pod KWOK ran in it (``kubelet_admission``), as a real node would have."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
     name = f"{slug}-{uuid.uuid4().hex[:5]}"
     client.create(namespace_manifest(name))
     yield name
+    refused = kubelet_admission.unexpected_in(name)
     client.delete(Namespace, name)
+    if refused:
+        shown = "\n  ".join(str(r) for r in refused[:10])
+        pytest.fail(f"KWOK ran {len(refused)} pod(s) that a kubelet would have refused:\n  {shown}")
 
 
 @pytest.fixture

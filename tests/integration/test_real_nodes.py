@@ -40,7 +40,9 @@ from infra.spark_image import spark_version
 from infra.spark_operator import chart_dir, operator_image
 from infra.spark_operator import unavailable_reason as spark_operator_unavailable
 from infra.toolchain import load_pins
-from tests.integration.kube import get_or_none, made_again_while_behind, wait_for
+from tests.integration.admission import KubeletAdmission
+from tests.integration.conftest import AddNodes
+from tests.integration.kube import get_or_none, made_again_while_behind, pod, wait_for
 from tests.integration.real_stack import example_flink_rbac
 
 if (reason := unavailable_reason()) is not None:
@@ -142,6 +144,28 @@ def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, cli
     client.create(pinned_pod("too-big", namespace, real_node, pause, resources={"requests": {"cpu": "2"}}))
     refused = wait_for("the kubelet's admission", phase_of(client, "too-big", namespace, "Failed", "Running"))
     assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
+
+
+def test_what_a_kubelet_would_refuse_on_a_kwok_node_is_what_the_real_kubelet_refuses(
+    real_node: RealNode, client: Client, namespace: str, add_nodes: AddNodes, kubelet_admission: KubeletAdmission
+) -> None:
+    """The account the tests keep for KWOK nodes (``kubelet_admission``) refuses, in the kubelet's words, the
+    pod the real kubelet refuses: the same pod, too big for a node as big as the real one."""
+    kubelet_admission.expect_refusals(namespace)
+    (kwok_node,) = add_nodes(1, cpu="1", memory="2Gi")
+    resources = {"cpu": "1500m", "memory": "64Mi"}
+    client.create(
+        pinned_pod("too-big", namespace, real_node, images.pause_image().reference, resources={"requests": resources})
+    )
+    client.create(pod("too-big-kwok", namespace, cpu=resources["cpu"], memory=resources["memory"], node_name=kwok_node))
+
+    refused = wait_for("the kubelet's admission", phase_of(client, "too-big", namespace, "Failed", "Running"))
+    (judged,) = wait_for("KWOK's pod to be judged", lambda: kubelet_admission.refused_in(namespace))
+
+    assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
+    assert (judged.pod, judged.node, judged.reason) == ("too-big-kwok", kwok_node, refused.status.reason)
+    used = re.compile(r"used: \d+")  # the real node runs other tests' pods too
+    assert used.sub("used: …", judged.message) == used.sub("used: …", refused.status.message)
 
 
 def test_the_kubelet_deletes_only_the_pod_it_ran(real_node: RealNode, client: Client, namespace: str) -> None:

@@ -5,9 +5,11 @@ KWOK nodes run whatever is bound to them, so room given twice shows as a node wh
 than it has; an observer lists the pods every few tens of milliseconds and checks every node, every time.
 On shared nodes the room is not kept, and the test reports how often it is lost: between a ghost's deletion
 and its executor's binding the default scheduler binds waiting ordinary pods into the room (about half the
-nodes, measured 2026-11-25; the earlier path, preemption and a second cycle, loses it the same way). On nodes
-given to the Testbed alone (a taint only its ghosts and executors tolerate: ``spec.tolerations``), with the
-ordinary pods' other nodes full, no ordinary pod is ever on a Testbed node: that the test asserts.
+nodes, measured 2026-11-25; the earlier path, preemption and a second cycle, loses it the same way), and how
+many of the pods a kubelet would then have refused (``kubelet_admission``: the later of two pods given the same
+room). On nodes given to the Testbed alone (a taint only its ghosts and executors tolerate:
+``spec.tolerations``), with the ordinary pods' other nodes full, no ordinary pod is ever on a Testbed node: that
+the test asserts, and the ``namespace`` fixture that a kubelet would have admitted every pod.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from esi.resources.quantity import Quantity
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
+from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, executor_pod, pod, wait_for
 from tests.integration.test_placement_end_to_end import set_scheduling_status
@@ -56,8 +59,11 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     second_scheduler: Callable[..., SecondScheduler],
     fed_extender: tuple[str, SlotIndex],
     record_property: Callable[[str, object], None],
+    kubelet_admission: KubeletAdmission,
 ) -> None:
     url, index = fed_extender
+    if not dedicated:
+        kubelet_admission.expect_refusals(namespace)  # what a kubelet would refuse here is measured, below
     label = f"esi.test/slots-{unique}"
     nodes = [add_nodes(1, cpu=str(NODE_CPU), memory="8Gi", labels={label: str(i)})[0] for i in range(NODES)]
     tolerations: list[dict[str, str]] = []
@@ -110,13 +116,16 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         time.sleep(2)  # the stream and the observer go on a little after the last swap
 
     extra = sum((cpu - NODE_CPU for cpu, _ in seen.overcommitted.values()), Decimal(0))
+    refused = kubelet_admission.refused_in(namespace)
+    refused_executors = sum(r.pod.startswith("job-") for r in refused)
     record_property(
         "figure",
         f"  {total} executors took their slots while {stream.created} ordinary pods came and went "
         f"({came_meanwhile} while the executors took their slots, {stream.pending_at_most} waiting for room at "
         f"most), {seen.snapshots} snapshots of every node:\n"
         f"  {'dedicated' if dedicated else 'shared'} nodes: ordinary pods were on {len(seen.ordinary_on)} of "
-        f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all",
+        f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all; "
+        f"a kubelet would have refused {len(refused)} of the pods KWOK ran ({refused_executors} executors)",
     )
     assert seen.snapshots > 20, "the observer saw too little to tell"
     assert came_meanwhile >= 5, "too few ordinary pods came while the executors took their slots"
