@@ -10,18 +10,20 @@ fixture does so after every test). Real nodes are left to their kubelets.
 
 from __future__ import annotations
 
+import json
+import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lightkube import ApiError, Client, KubeConfig
-from lightkube.resources.core_v1 import Node, Pod
+import httpx2
+import yaml
 
-from esi.objects.ghosts import pod_requests
-from esi.resources.quantity import Quantity, QuantityError
+from esi.decisions.testbed_lifecycle import Resources
+from esi.objects.ghosts import node_view, pod_requests
+from esi.resources.quantity import Quantity
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
-from tests.integration.kube import Watcher
 
 FINISHED = frozenset({"Succeeded", "Failed"})
 
@@ -66,15 +68,21 @@ class AdmissionLedger:
         self._nodes: dict[str, _Admitted] = {}
         self._judged: dict[str, str | None] = {}  # uid → the node it was admitted to, None: refused or not ours
 
-    def known(self, pod: Mapping[str, Any]) -> None:
-        """A pod that was bound before this ledger could judge it (a listing): admitted as it is."""
-        uid, node = _uid_and_node(pod)
-        if uid in self._judged or node is None or _finished(pod):
-            return
-        if self._room_of(node) is not None:
-            self._admit(uid, node, pod)
-        else:
-            self._judged[uid] = None
+    def listed(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        """Every pod there is, as a listing found them (at the start, or after the watch lost its place): a pod
+        not among them is gone; one bound that this ledger has not judged is admitted as it is."""
+        there = {_uid_and_node(pod)[0] for pod in pods}
+        for uid in [uid for uid in self._judged if uid not in there]:
+            self._free(uid)
+            del self._judged[uid]
+        for pod in pods:
+            uid, node = _uid_and_node(pod)
+            if uid in self._judged or node is None or _finished(pod):
+                continue
+            if self._room_of(node) is not None:
+                self._admit(uid, node, pod)
+            else:
+                self._judged[uid] = None
 
     def seen(self, pod: Mapping[str, Any]) -> Refusal | None:
         """One version of a pod: judged when it is first seen bound; its room freed once it has finished."""
@@ -155,62 +163,88 @@ def _requests(pod: Mapping[str, Any]) -> tuple[int, int]:
     return requests.cpu.millis, requests.memory.value
 
 
-def _quantity(value: Any) -> Quantity:
-    try:
-        return Quantity(value)
-    except (QuantityError, TypeError):
-        return Quantity(0)
-
-
 def room_of_node(node: Mapping[str, Any]) -> Room | None:
     """A KWOK node's room; None for any other node (a real node's kubelet admits its pods itself)."""
     if (node["metadata"].get("annotations") or {}).get(KWOK_NODE_ANNOTATION) != "fake":
         return None
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return Room(
-        _quantity(allocatable.get("cpu", 0)).millis,
-        _quantity(allocatable.get("memory", 0)).value,
-        _quantity(allocatable.get("pods", 0)).value,
-    )
+    allocatable = node_view(node, Resources(Quantity(0), Quantity(0))).allocatable
+    pods = Quantity(str(((node.get("status") or {}).get("allocatable") or {}).get("pods", 0)))
+    return Room(allocatable.cpu.millis, allocatable.memory.value, pods.value)
 
 
-class KubeletAdmission(Watcher[Pod]):
-    """Every pod of the cluster through an ``AdmissionLedger``, from a watch of its own; ``refused_in`` tells
-    what a kubelet would have refused in a namespace."""
+class KubeletAdmission:
+    """Every pod of the cluster through an ``AdmissionLedger``, from a LIST and WATCH of its own (on a thread,
+    read as the plain JSON the API server sends: no typed models are built there, whose first building is not
+    safe beside the test's own); ``refused_in`` tells what a kubelet would have refused in a namespace."""
 
     def __init__(self, cluster: LocalCluster) -> None:
+        config = yaml.safe_load(cluster.kubeconfig.read_text())
+        server, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        tls = ssl.create_default_context(cafile=server["certificate-authority"])
+        tls.load_cert_chain(user["client-certificate"], user["client-key"])
+        self._http = httpx2.Client(base_url=server["server"], verify=tls, timeout=httpx2.Timeout(30))
         self._lock = threading.Lock()
         self._rooms: dict[str, Room | None] = {}
-        self._nodes = Client(config=KubeConfig.from_file(cluster.kubeconfig))
         self._ledger = AdmissionLedger(self._room)
         self._refusals: dict[str, list[Refusal]] = {}
         self._expected: set[str] = set()
-        super().__init__(cluster, "*", Pod)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="kubelet-admission", daemon=True)
+        self._thread.start()
 
     def _room(self, node: str) -> Room | None:
         if node not in self._rooms:
-            try:
-                self._rooms[node] = room_of_node(self._nodes.get(Node, node).to_dict())
-            except ApiError as err:
-                if err.status.code != 404:
-                    raise
+            answer = self._http.get(f"/api/v1/nodes/{node}")
+            if answer.status_code == 404:
                 return None  # not there (yet): asked again next time
+            answer.raise_for_status()
+            self._rooms[node] = room_of_node(answer.json())
         return self._rooms[node]
 
-    def listed(self, objects: list[Pod]) -> None:
-        with self._lock:
-            for obj in objects:
-                self._ledger.known(obj.to_dict())
+    def _follow(self) -> None:
+        # Short watches, each resuming where the last ended; a version too old to resume from (410) means a
+        # fresh listing, which replaces the account.
+        version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    listing = self._http.get("/api/v1/pods").raise_for_status().json()
+                    with self._lock:
+                        self._ledger.listed(listing["items"])
+                    version = listing["metadata"]["resourceVersion"]
+                version = self._watch(version)
+            except httpx2.TransportError:
+                continue  # cut short, or closed by stop: resume where it ended, or end
+            except Exception:
+                if self._stop.is_set():
+                    return
+                raise
 
-    def note(self, obj: Pod) -> None:
-        with self._lock:
-            refusal = self._ledger.seen(obj.to_dict())
-            if refusal is not None:
-                self._refusals.setdefault(refusal.namespace, []).append(refusal)
-
-    def deleted(self, obj: Pod) -> None:
-        with self._lock:
-            self._ledger.gone(obj.to_dict())
+    def _watch(self, version: str) -> str | None:
+        """One watch from ``version``; the version it ended at (None: gone, list again)."""
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "5", "allowWatchBookmarks": "true"}
+        with self._http.stream("GET", "/api/v1/pods", params=params, timeout=httpx2.Timeout(30)) as answer:
+            answer.raise_for_status()
+            for line in answer.iter_lines():
+                if not line:
+                    continue
+                event = json.loads(line)
+                pod = event["object"]
+                if event["type"] == "ERROR":
+                    if pod.get("code") == 410:
+                        return None
+                    raise RuntimeError(f"watching pods: {pod.get('message')}")
+                version = pod["metadata"]["resourceVersion"]
+                if event["type"] == "BOOKMARK":
+                    continue
+                with self._lock:
+                    if event["type"] == "DELETED":
+                        self._ledger.gone(pod)
+                    elif (refusal := self._ledger.seen(pod)) is not None:
+                        self._refusals.setdefault(refusal.namespace, []).append(refusal)
+                if self._stop.is_set():
+                    break
+        return version
 
     def refused_in(self, namespace: str) -> list[Refusal]:
         """The pods of ``namespace`` a kubelet would have refused so far."""
@@ -228,5 +262,7 @@ class KubeletAdmission(Watcher[Pod]):
             return [] if namespace in self._expected else list(self._refusals.get(namespace, ()))
 
     def stop(self) -> None:
-        super().stop()
-        self._nodes.close()
+        self._stop.set()
+        self._http.close()
+        self._thread.join(timeout=15)
+        assert not self._thread.is_alive(), "the kubelet admission's watch did not stop"

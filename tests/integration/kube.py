@@ -230,15 +230,6 @@ class Watcher(Generic[R]):
     def note(self, obj: R) -> None:
         """One version of an object, as the API server sent it (listed or watched)."""
 
-    def listed(self, objects: list[R]) -> None:
-        """The objects as a listing found them (at the start, and after the watch lost its place)."""
-        for obj in objects:
-            self.note(obj)
-
-    def deleted(self, obj: R) -> None:
-        """An object's last version, as its deletion's event carried it."""
-        self.note(obj)
-
     def _watch(self) -> None:
         # Short watches, each resuming where the last ended (also when one is cut), so no event falls between
         # two. A version too old to resume from (410: nothing of ours changed for a while) means a fresh listing
@@ -248,7 +239,8 @@ class Watcher(Generic[R]):
             try:
                 if version is None:
                     listing = self._client.list(self._kind, namespace=self._namespace, labels=self._labels)
-                    self.listed(list(listing))
+                    for obj in listing:
+                        self.note(obj)
                     version = listing.resourceVersion
                 watch = self._client.watch(
                     self._kind,
@@ -257,11 +249,8 @@ class Watcher(Generic[R]):
                     server_timeout=2,
                     resource_version=version,
                 )
-                for event, obj in watch:
-                    if event == "DELETED":
-                        self.deleted(obj)
-                    else:
-                        self.note(obj)
+                for _, obj in watch:
+                    self.note(obj)
                     metadata: ObjectMeta | None = getattr(obj, "metadata", None)
                     if metadata is not None:
                         version = metadata.resourceVersion

@@ -74,9 +74,19 @@ def test_room_is_freed_when_a_pod_finishes_or_is_gone_and_a_refused_pod_never_he
 
 def test_pods_listed_are_admitted_as_they_are_and_other_nodes_are_left_alone() -> None:
     admission = ledger()
-    admission.known(pod("a", cpu="2", phase="Running"))
+    admission.listed([pod("a", cpu="2", phase="Running")])
     assert admission.seen(pod("b", cpu="1")) is not None, "the listed pod holds its room"
     assert admission.seen(pod("c", node="real", cpu="64")) is None, "a real node's kubelet judges its pods"
+
+
+def test_a_listing_after_the_watch_lost_its_place_replaces_the_account() -> None:
+    admission = ledger()
+    assert admission.seen(pod("a", cpu="2")) is None
+    admission.listed([pod("b", cpu="1", phase="Running")])  # a went meanwhile, b came
+    assert admission.seen(pod("c", cpu="1")) is None, "a's room is free"
+    refusal = admission.seen(pod("d", cpu="1"))
+    assert refusal is not None, "b holds its room"
+    assert "used: 2000" in refusal.message
 
 
 def test_only_kwok_nodes_have_room_kept_here() -> None:
