@@ -26,6 +26,7 @@ from esi.resources.quantity import Quantity
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
 
 FINISHED = frozenset({"Succeeded", "Failed"})
+_RETRIED = frozenset({429, *range(500, 600)})  # the API server busy or failing: asked again
 
 
 @dataclass(frozen=True)
@@ -213,8 +214,13 @@ class KubeletAdmission:
                         self._ledger.listed(listing["items"])
                     version = listing["metadata"]["resourceVersion"]
                 version = self._watch(version)
-            except httpx2.TransportError:
-                continue  # cut short, or closed by stop: resume where it ended, or end
+            except (httpx2.TransportError, httpx2.HTTPStatusError) as err:
+                # Cut short, the API server away or busy (5xx, 429): resume where it ended, a moment later.
+                # Closed by stop: end. Any other refusal is a mistake here.
+                if isinstance(err, httpx2.HTTPStatusError) and err.response.status_code not in _RETRIED:
+                    raise
+                if self._stop.wait(0.5):
+                    return
             except Exception:
                 if self._stop.is_set():
                     return
