@@ -215,9 +215,14 @@ class KubeletAdmission:
                     version = listing["metadata"]["resourceVersion"]
                 version = self._watch(version)
             except (httpx2.TransportError, httpx2.HTTPStatusError) as err:
-                # Cut short, the API server away or busy (5xx, 429): resume where it ended, a moment later.
-                # Closed by stop: end. Any other refusal is a mistake here.
-                if isinstance(err, httpx2.HTTPStatusError) and err.response.status_code not in _RETRIED:
+                # Cut short, the API server away or busy (5xx, 429): resume where it ended, a moment later; a
+                # version too old (410) as the answer's status: list again. Closed by stop: end. Any other
+                # refusal is a mistake here.
+                code = err.response.status_code if isinstance(err, httpx2.HTTPStatusError) else None
+                if code == 410:
+                    version = None
+                    continue
+                if code is not None and code not in _RETRIED:
                     raise
                 if self._stop.wait(0.5):
                     return
