@@ -20,6 +20,10 @@ between the scheduler's filter and bind calls) is made at bind time by the same 
 extender has seen waiting (``executor_waiting``); until the extender has read the cluster's pods once, it
 binds no pod it holds no slot for (``pods_read``).
 
+A slot whose room other pods hold on its node (the Testbed says so: ``no_room``) is given to no executor, and
+one given it before is not bound there: the kubelet would refuse the executor, and its application would
+ask for another, into the same room, until it gave up. The executor waits, told why.
+
 An executor whose job has no free reserved slot left (or whose Testbed is unknown) gets an error from
 ``filter``, so the scheduler retries it after its backoff (the reservation may still be on its way), and no
 victim from ``preempt``, so the scheduler evicts nothing for it in vain.
@@ -58,6 +62,7 @@ class IndexedSlot:
     job: str | None = None  # the job the slot is reserved for or used by
     ghost_uid: str | None = None  # the ghost pod holding it, if any
     ghost_name: str | None = None
+    no_room: str | None = None  # why other pods hold its room on its node (the Testbed's word), if they do
 
 
 @dataclass(frozen=True)
@@ -242,17 +247,7 @@ class SlotIndex:
             self._unrecorded.pop(uid, None)  # the Binding records it
             testbed, slot_id = bound
             slot = self._slots.get(testbed, {}).get(slot_id)
-        if slot is None:
-            return BindPlan(slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is not known any more")
-        if slot.node_name != node:
-            return BindPlan(
-                slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is on node {slot.node_name}, not {node}"
-            )
-        if slot.ghost_name and slot.ghost_uid:
-            return BindPlan(slot_id, (slot.ghost_name, slot.ghost_uid))
-        # No ghost seen here, but the Testbed may have made one a moment ago (a slot let go of by a finished
-        # executor gets one at once if no executor of its job waits): the slot's ghost goes by its name.
-        return BindPlan(slot_id, (ghost_name(testbed[1], slot_id), None))
+        return _binding_into(testbed, slot_id, slot, node)
 
     def _assign(self, executor: _Executor) -> tuple[IndexedSlot | None, str]:
         """The executor's slot: the one it was given before, else the lowest reserved one nobody holds."""
@@ -261,10 +256,14 @@ class SlotIndex:
             return None, f"testbed {executor.testbed[1]} is not known (yet)"
         bound = self._slot_of.get(executor.uid)
         if bound is not None and bound[1] in slots:
-            return slots[bound[1]], ""
+            given = slots[bound[1]]
+            return (None, _without_room(executor.testbed, given)) if given.no_room else (given, "")
         self._unbind(executor.uid)
-        now, letting_go = self._clock(), []
+        now, letting_go, crowded = self._clock(), [], []
         for slot_id in self._job_slots[executor.testbed].get(executor.job, ()):
+            if slots[slot_id].no_room:
+                crowded.append(slots[slot_id])
+                continue
             holder = self._pod_in.get((executor.testbed, slot_id))
             if holder is not None:
                 release = self._released_at.get(holder)
@@ -278,6 +277,8 @@ class SlotIndex:
             self._pod_in[(executor.testbed, slot_id)] = executor.uid
             self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot_id)
             return slots[slot_id], ""
+        if crowded and not letting_go:
+            return None, _without_room(executor.testbed, crowded[0])
         reason = f"no slot of testbed {executor.testbed[1]} is reserved for job {executor.job} and still unused"
         if letting_go:
             reason += f" (slots {letting_go}: their finished pods may still be stopping on their nodes)"
@@ -315,8 +316,42 @@ def indexed_slots(slots: Iterable[Slot], ghosts: Mapping[str, GhostPod]) -> list
         if name is None and slot.state != SlotState.OCCUPIED:
             name = by_slot.get((slot.id, slot.node_name))
         uid = ghosts[name].uid if name is not None else None
-        indexed.append(IndexedSlot(slot.id, slot.node_name, slot.state, job=slot.job, ghost_uid=uid, ghost_name=name))
+        indexed.append(
+            IndexedSlot(
+                slot.id,
+                slot.node_name,
+                slot.state,
+                job=slot.job,
+                ghost_uid=uid,
+                ghost_name=name,
+                no_room=slot.no_room,
+            )
+        )
     return indexed
+
+
+def _binding_into(testbed: TestbedKey, slot_id: int, slot: IndexedSlot | None, node: str) -> BindPlan:
+    """Binding an executor given slot ``slot_id`` (``slot``: as the index knows it now) to ``node``."""
+    if slot is None:
+        return BindPlan(slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is not known any more")
+    if slot.node_name != node:
+        return BindPlan(
+            slot_id, error=f"slot {slot_id} of testbed {testbed[1]} is on node {slot.node_name}, not {node}"
+        )
+    if slot.no_room:
+        return BindPlan(slot_id, error=_without_room(testbed, slot))
+    if slot.ghost_name and slot.ghost_uid:
+        return BindPlan(slot_id, (slot.ghost_name, slot.ghost_uid))
+    # No ghost seen here, but the Testbed may have made one a moment ago (a slot let go of by a finished
+    # executor gets one at once if no executor of its job waits): the slot's ghost goes by its name.
+    return BindPlan(slot_id, (ghost_name(testbed[1], slot_id), None))
+
+
+def _without_room(testbed: TestbedKey, slot: IndexedSlot) -> str:
+    return (
+        f"slot {slot.id} of testbed {testbed[1]} has no room: {slot.no_room}; its executor waits until it has "
+        "(the node's kubelet would refuse it now)"
+    )
 
 
 def pod_key(pod: SchedulingPod) -> str:

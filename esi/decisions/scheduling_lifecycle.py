@@ -64,6 +64,9 @@ __all__ = [
     "waiting_since",
 ]
 
+# Slot ids named in a waiting message; the rest are counted.
+_SHOWN_SLOTS = 12
+
 # How far a job got; a report never moves a job back (one record per job, always its most advanced state).
 _RANK = {
     JobState.WAITING: 0,
@@ -87,15 +90,17 @@ class TestbedView:
     __test__ = False  # not a pytest test class, despite the name
 
     slot_ids: frozenset[int]
-    free: frozenset[int]  # slots whose ghost is in place and that nobody has reserved
+    free: frozenset[int]  # slots nobody has reserved, with their room (no other pods hold it)
     held_by: str | None = None
+    no_room: frozenset[int] = frozenset()  # slots whose room other pods on their nodes hold
 
 
 def testbed_view(status: TestbedStatus | None, held_by: str | None) -> TestbedView:
     """What a Scheduling needs of its Testbed, from the Testbed's published slot table."""
     slots = status.slots if status is not None else []
-    free = frozenset(s.id for s in slots if s.state == SlotState.FREE)
-    return TestbedView(frozenset(s.id for s in slots), free, held_by)
+    free = frozenset(s.id for s in slots if s.state == SlotState.FREE and s.no_room is None)
+    no_room = frozenset(s.id for s in slots if s.no_room is not None)
+    return TestbedView(frozenset(s.id for s in slots), free, held_by, no_room)
 
 
 @dataclass(frozen=True)
@@ -574,10 +579,11 @@ def _waiting_for(jobs: Sequence[JobProgress], testbed: TestbedView, spec: Schedu
     if first.retry_at is not None:
         return f"job {first.name} to run again (attempt {first.attempt}) from {first.retry_at:%H:%M:%S}"
     free = len(testbed.free - _reserved_slots(jobs))
+    crowded = _crowded(sorted(testbed.no_room))
     if spec.slot_based is not None:
         wanted = next(j.slot_ids for j in spec.slot_based.jobs if j.name.name == first.name)
-        return f"slots {_ids(sorted(wanted))} to be free for job {first.name}"
-    return f"slots for job {first.name} (it needs {first.executors}, {free} of the testbed's slots are free)"
+        return f"slots {_ids(sorted(wanted))} to be free for job {first.name}{crowded}"
+    return f"slots for job {first.name} (it needs {first.executors}, {free} of the testbed's slots are free{crowded})"
 
 
 def _conditions(
@@ -623,6 +629,16 @@ def _outcome(jobs: Sequence[JobProgress]) -> str:
 
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names)
+
+
+def _crowded(no_room: Sequence[int]) -> str:
+    """What holds up a wait besides: slots whose room other pods hold (the Testbed's slots say how much)."""
+    if not no_room:
+        return ""
+    shown = _ids(no_room[:_SHOWN_SLOTS]) + (
+        f" and {len(no_room) - _SHOWN_SLOTS} more" if no_room[_SHOWN_SLOTS:] else ""
+    )
+    return f"; other pods hold the room of slot{_plural(no_room)} {shown} (see the testbed's slots)"
 
 
 def _ids(ids: Sequence[int]) -> str:

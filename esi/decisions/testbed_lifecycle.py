@@ -27,8 +27,10 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 * Executor pods are never deleted or changed (docs/design.md#never-delete-running-work). An executor
   outside any slot, two in one slot, or one whose requests differ from the slot size by more than 1% is
   reported as a problem.
-* A node that lacks capacity for its slots gets no new ghosts and is reported (by name and shortfall);
-  its slots stay listed so ids do not move. Finished pods do not count against capacity.
+* A node that lacks capacity for its slots is reported (by name and shortfall); its slots stay listed so ids
+  do not move. The room its other pods leave goes to the slots holding theirs, then to reserved slots, then
+  by id; a slot it does not reach says so (``no_room``) and gets no ghost, and the extender binds no executor
+  there (a kubelet would refuse either). Finished pods do not count against capacity.
 * Finished executors (Succeeded/Failed) no longer hold their slot once their kubelet has let go of them
   (``room_held_until``: when deleted, else shortly after their last container ended): the slot is then Free
   and gets a ghost again. Such pods are left for their application's owner to remove; they are not a
@@ -45,7 +47,8 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 from __future__ import annotations
 
 import functools
-from collections.abc import Container, Iterable, Mapping, Sequence
+import sys
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -303,6 +306,10 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
     problems += executor_problems
 
     ghosts, deletions, blocked = _ghosts(pods, places, in_slot, size)
+    holding = {*ghosts, *blocked, *in_slot}
+    no_room = _slots_without_room(
+        layout.slots, observation.nodes, short=short.keys(), holding=holding, reserved=reserved.keys(), size=size
+    )
     # Jobs with an executor the scheduler has yet to place: the extender may have deleted the ghost of one of
     # the job's reserved slots for it, the binding (which records the slot) still on its way, and a ghost put
     # back meanwhile would overcommit the node (its kubelet refuses one).
@@ -312,7 +319,7 @@ def _decide(spec: TestbedSpec, current: TestbedStatus, observation: TestbedObser
         ghosts=ghosts,
         in_slot=in_slot,
         reserved=reserved,
-        short=short,
+        no_room=no_room,
         blocked=blocked,
         awaited=awaited,
         size=size,
@@ -332,21 +339,22 @@ def _fill(
     ghosts: Mapping[int, PodView],
     in_slot: Mapping[int, Sequence[PodView]],
     reserved: Mapping[int, Reservation],
-    short: Container[str],
+    no_room: Mapping[int, str],
     blocked: Container[int],
     awaited: Container[str | None],
     size: Resources,
 ) -> tuple[list[Slot], list[int], list[CreateGhost]]:
     """Each slot's row of the table, the slots that wait for a ghost, and the ghosts to create for them: none
-    on a node ``short`` of capacity, none while the slot's previous ghost is terminating (``blocked``), none in
-    a slot reserved for a job that has an executor waiting for the scheduler (``awaited``)."""
+    in a slot whose room other pods hold (``no_room``), none while the slot's previous ghost is terminating
+    (``blocked``), none in a slot reserved for a job that has an executor waiting for the scheduler
+    (``awaited``)."""
     slots: list[Slot] = []
     missing: list[int] = []
     creations: list[CreateGhost] = []
     for place in places:
         ghost = ghosts.get(place.id)
         given = in_slot.get(place.id, [])
-        slot = _slot(place, given, reserved.get(place.id), ghost.name if ghost else None)
+        slot = _slot(place, given, reserved.get(place.id), ghost.name if ghost else None, no_room.get(place.id))
         slots.append(slot)
         if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(given):
             continue
@@ -354,7 +362,7 @@ def _fill(
         reservation = reserved.get(place.id)
         if reservation is not None and reservation.job in awaited:
             continue
-        if place.node_name not in short and place.id not in blocked:
+        if place.id not in no_room and place.id not in blocked:
             creations.append(CreateGhost(place.id, place.node_name, place.position, size))
     return slots, missing, creations
 
@@ -484,6 +492,52 @@ def _capacity_problems(
     return problems
 
 
+def _slots_without_room(
+    places: Sequence[SlotPlace],
+    nodes: Iterable[NodeView],
+    *,
+    short: Collection[str],
+    holding: Container[int],
+    reserved: Container[int],
+    size: Resources,
+) -> dict[int, str]:
+    """The slots whose room other pods hold, each with why. On a node ``short`` of capacity, the slots that fit
+    beside its other pods go first to the slots ``holding`` their room already (a ghost, an executor, or one
+    being placed), then to reserved slots, then by id; the slots left over have no room: a ghost or executor
+    put there would be refused by the kubelet."""
+    if not short:
+        return {}
+    by_node: dict[str, list[int]] = {}
+    for place in places:
+        if place.node_name in short:
+            by_node.setdefault(place.node_name, []).append(place.id)
+    without: dict[int, str] = {}
+    for node in nodes:
+        ids = by_node.get(node.name)
+        if not ids:
+            continue
+        fitting = min(
+            _times_within(node.allocatable.cpu - node.other_requests.cpu, size.cpu),
+            _times_within(node.allocatable.memory - node.other_requests.memory, size.memory),
+        )
+        unheld = sorted((i for i in ids if i not in holding), key=lambda i: (i not in reserved, i))
+        left = max(fitting - (len(ids) - len(unheld)), 0)
+        room = f"room for {fitting} of its {len(ids)} slots"
+        if node.other_requests == _NOTHING:
+            reason = f"node {node.name} has {node.allocatable}: {room}"
+        else:
+            reason = f"other pods on node {node.name} request {node.other_requests} of its {node.allocatable}: {room}"
+        without.update(dict.fromkeys(unheld[left:], reason))
+    return without
+
+
+def _times_within(room: Quantity, size: Quantity) -> int:
+    """How many times ``size`` fits into ``room`` (none into no room; any number of a size of nothing)."""
+    if not room.is_positive:
+        return 0
+    return room.nanos // size.nanos if size.is_positive else sys.maxsize
+
+
 def _executors_in_slots(
     executors: Sequence[PodView], places: Mapping[int, SlotPlace], size: Resources
 ) -> tuple[dict[int, list[PodView]], list[_Problem]]:
@@ -592,7 +646,13 @@ def _being_placed(executors: Sequence[PodView]) -> bool:
     return any(e.node_name is None and not e.terminating for e in executors)
 
 
-def _slot(place: SlotPlace, executors: Sequence[PodView], reservation: Reservation | None, ghost: str | None) -> Slot:
+def _slot(
+    place: SlotPlace,
+    executors: Sequence[PodView],
+    reservation: Reservation | None,
+    ghost: str | None,
+    no_room: str | None,
+) -> Slot:
     job: str | None
     pod: str | None
     bound = [e for e in executors if e.node_name is not None]
@@ -615,6 +675,7 @@ def _slot(place: SlotPlace, executors: Sequence[PodView], reservation: Reservati
         job=job,
         scheduling=reservation.scheduling if reservation is not None else None,
         pod=pod,
+        no_room=no_room,
     )
 
 

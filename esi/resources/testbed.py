@@ -157,6 +157,11 @@ class Slot(EsiModel):
     job: str | None = Field(default=None, description="The BatchJob the slot is reserved for or used by.")
     scheduling: str | None = Field(default=None, description="The Scheduling that reserved the slot.")
     pod: str | None = Field(default=None, description="The ghost pod (free) or executor pod (occupied) in it.")
+    no_room: str | None = Field(
+        default=None,
+        description="Why the slot has no room now: its node has too little beside the other pods there. It gets no "
+        "ghost, and no executor is bound into it until it has (a kubelet would refuse either); null when it has room.",
+    )
 
 
 class SlotCounts(EsiModel):

@@ -21,7 +21,8 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import STALLED_AFTER, AddNodes, ensure_operators, kill_operators
-from tests.integration.kube import Watcher, create_in, create_testbed, wait_for
+from tests.integration.kube import Watcher, create_in, create_testbed, running_on, wait_for
+from tests.integration.kube import pod as plain_pod
 from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
@@ -331,6 +332,42 @@ def test_queued_jobs_interleave_and_a_later_job_waits_for_room(
     finished = {name: r["finishedAt"] for name, r in records.items()}
     assert started["j3"] >= max(finished["j1"], finished["j2"]), "j3 needs 3 slots: it waits for both"
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(r["slots"]) for n, r in records.items()})
+
+
+def test_a_job_waits_while_other_pods_hold_a_slots_room_says_so_and_runs_once_they_go(
+    esi_stack: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    executors: ExecutorRecorder,
+) -> None:
+    """A node the Testbed shares, where another pod holds the room of one of its two slots: the job needing
+    both waits, its Scheduling naming the slot, and runs once the pod is gone."""
+    label = f"esi.test/e2e-{unique}"
+    (node,) = add_nodes(1, cpu="2", labels={label: "0"})
+    client.create(plain_pod("squatter", namespace, cpu="1", node_name=node))
+    wait_for("the other pod to run", running_on(client, "squatter", namespace))
+    create_testbed(esi_stack, namespace, label)
+    spark_job(esi_stack, namespace, "wordcount")
+    scheduling(esi_stack, namespace, "s", ["wordcount", "wordcount"])
+
+    waiting = wait_for(
+        "the Scheduling to say what it waits for",
+        lambda: "room" in (why := status(esi_stack, namespace, "scheduling", "s").get("waitingFor") or "") and why,
+        timeout=60,
+    )
+    assert waiting == (
+        "slots for job wordcount (it needs 2, 1 of the testbed's slots are free; "
+        "other pods hold the room of slot 1 (see the testbed's slots))"
+    )
+    assert job_records(esi_stack, namespace, "s")["wordcount"]["state"] == "Waiting"
+
+    client.delete(Pod, "squatter", namespace=namespace)
+
+    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=COMPLETION)
+    assert sorted(job_records(esi_stack, namespace, "s")["wordcount"]["slots"]) == [0, 1]
+    check_every_executor_in_its_slot(esi_stack, namespace, executors, {"wordcount": {0, 1}})
 
 
 def test_a_second_scheduling_waits_for_a_shared_job_and_runs_after_the_first_is_deleted(

@@ -13,6 +13,7 @@ from lightkube.resources.core_v1 import Pod
 
 from api.extender.slot_index import SlotIndex
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL
+from esi.objects.pod_status import scheduler_refusal
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.second_scheduler import SecondScheduler
@@ -35,6 +36,14 @@ def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict
         "--type=merge",
         "-p",
         json.dumps(status),
+    )
+
+
+def reserve_for_wordcount(cluster: LocalCluster, namespace: str, slot_id: int) -> None:
+    """Scheduling ``sched`` on testbed tb, with job wordcount's one executor given slot ``slot_id`` in its status."""
+    create_in(cluster, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wordcount"}]))
+    set_scheduling_status(
+        cluster, namespace, [{"name": "wordcount", "state": "Reserved", "executors": 1, "slots": [slot_id]}]
     )
 
 
@@ -67,10 +76,7 @@ def test_an_executor_takes_its_reserved_slot_and_gives_it_back(
     before = uids(client, namespace, ["tb-ghost-0", "tb-ghost-2", "tb-ghost-3", "foreign"])
 
     # The Scheduling decides: job wordcount gets slot 1 (node 1), and records it in its status.
-    create_in(esi_operators, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wordcount"}]))
-    set_scheduling_status(
-        esi_operators, namespace, [{"name": "wordcount", "state": "Reserved", "executors": 1, "slots": [1]}]
-    )
+    reserve_for_wordcount(esi_operators, namespace, 1)
     wait_for("slot 1 reserved", lambda: slot(esi_operators, namespace, 1)["state"] == "Reserved", timeout=30)
     wait_for(
         "the extender to see the reservation",
@@ -274,3 +280,57 @@ def test_two_testbeds_one_with_room_one_needing_preemption(
 def _ready(cluster: LocalCluster, namespace: str, name: str, slots: int) -> bool:
     status = status_of(cluster, namespace, name)
     return status.get("state") == "Ready" and status.get("counts", {}).get("slots") == slots
+
+
+def test_an_executor_whose_slot_other_pods_fill_waits_says_why_and_runs_once_they_go(
+    esi_operators: LocalCluster,
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    second_scheduler: Callable[[str], SecondScheduler],
+    fed_extender: tuple[str, SlotIndex],
+) -> None:
+    """On a node the Testbed shares, another pod holds the room of a reserved slot (two schedulers gave it
+    twice, or it came while the slot had no ghost). A kubelet would refuse an executor bound there — and its
+    application would ask for another, into the same room, until it gave up. The executor waits instead, and
+    its PodScheduled condition says why; it is bound once the room is back. The namespace fixture holds every
+    pod here to a kubelet's admission."""
+    url, index = fed_extender
+    label = f"esi.test/slots-{unique}"
+    (node,) = add_nodes(1, cpu="2", labels={label: "0"})
+    client.create(pod("foreign", namespace, cpu="1", node_name=node))
+    wait_for("the foreign pod to run", running_on(client, "foreign", namespace))
+    create_testbed(esi_operators, namespace, label)
+    wait_for("testbed tb Degraded with 2 slots", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
+    assert wait_for("the ghost of the slot with room", ghosts_when(client, namespace, 1), timeout=60) == {0: node}
+    assert slot(esi_operators, namespace, 1)["noRoom"] == (
+        f"other pods on node {node} request 1 cpu and 64Mi memory of its 2 cpu and 4Gi memory: "
+        "room for 1 of its 2 slots"
+    )
+
+    reserve_for_wordcount(esi_operators, namespace, 1)
+    wait_for(
+        "the extender to see slot 1 reserved and without room",
+        lambda: any(
+            s.id == 1 and s.state == SlotState.RESERVED and s.no_room for s in index.slots(namespace, "tb") or ()
+        ),
+        timeout=30,
+    )
+    scheduler = second_scheduler(url)
+    client.create(executor_pod("wordcount-exec-1", namespace, pool=unique, scheduler=scheduler.settings.scheduler_name))
+
+    why = wait_for(
+        "the scheduler to say why it waits",
+        lambda: scheduler_refusal(client.get(Pod, "wordcount-exec-1", namespace=namespace).to_dict()),
+    )
+    assert f"slot 1 of testbed tb has no room: other pods on node {node} request 1 cpu" in why
+    waiting = client.get(Pod, "wordcount-exec-1", namespace=namespace)
+    assert waiting.spec is not None
+    assert waiting.spec.nodeName is None, "not bound into room its kubelet would refuse it"
+
+    client.delete(Pod, "foreign", namespace=namespace)
+
+    assert wait_for("the executor to run", running_on(client, "wordcount-exec-1", namespace), timeout=90) == node
+    assert wait_for("slot 1 occupied", lambda: slot(esi_operators, namespace, 1)["state"] == "Occupied", timeout=30)
+    assert "noRoom" not in slot(esi_operators, namespace, 1)

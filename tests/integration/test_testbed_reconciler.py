@@ -109,7 +109,7 @@ def test_a_pod_or_label_leaving_a_node_changes_the_testbed_at_once(
     client.create(ordinary_pod("ordinary", namespace, cpu="1", node_name=first))
     create_testbed(esi_operators, namespace, label)
     wait_for("a node without room for its slots", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
-    assert ghosts(client, namespace) == {}
+    assert wait_for("a ghost in the room left", ghosts_when(client, namespace, 1), timeout=AT_ONCE) == {0: first}
 
     client.delete(Pod, "ordinary", namespace=namespace, grace_period=0)
     wait_for("its ghosts once the pod is gone", ghosts_when(client, namespace, 2), timeout=AT_ONCE)
@@ -120,14 +120,17 @@ def test_a_pod_or_label_leaving_a_node_changes_the_testbed_at_once(
     assert {s["nodeName"] for s in status["slots"]} == {first}
 
 
-def test_a_node_without_room_for_its_slots_is_reported_not_filled(
-    esi_operators: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+def test_a_node_without_room_for_its_slots_is_reported_and_only_the_room_it_has_is_filled(
+    esi_operators: LocalCluster, client: Client, namespace: str, unique: str, add_nodes: AddNodes
 ) -> None:
     label = f"esi.test/slots-{unique}"
     (small,) = add_nodes(1, cpu="1500m", labels={label: "0"})
     create_testbed(esi_operators, namespace, label)
 
     status = wait_for("a degraded testbed", settled(esi_operators, namespace, 2, "Degraded"), timeout=60)
+    assert wait_for("a ghost in the room there is", ghosts_when(client, namespace, 1), timeout=AT_ONCE) == {0: small}
+    without = {s["id"]: s.get("noRoom") for s in status_of(esi_operators, namespace)["slots"]}
+    assert without == {0: None, 1: f"node {small} has 1500m cpu and 4Gi memory: room for 1 of its 2 slots"}
 
     healthy = next(c for c in status["conditions"] if c["type"] == "Healthy")
     assert healthy["status"] == "False"

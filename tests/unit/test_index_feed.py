@@ -75,6 +75,7 @@ def test_each_slot_gets_the_uid_of_its_ghost() -> None:
             status_slot(3, 1, "Reserved", job="j", pod="g-3"),  # its ghost is not known (yet)
             status_slot(4, 0),  # the table names no ghost yet, but the ghost pod labelled slot 4 on n0 exists
             status_slot(5, 1),  # a ghost labelled slot 5 exists, but on another node: not this slot's
+            status_slot(6, 0, noRoom="other pods on node n0 request 1 cpu"),  # no ghost: other pods hold its room
         ]
     ]
     ghosts = {
@@ -93,6 +94,7 @@ def test_each_slot_gets_the_uid_of_its_ghost() -> None:
         IndexedSlot(3, "n1", SlotState.RESERVED, job="j"),
         IndexedSlot(4, "n0", SlotState.FREE, ghost_uid="u4", ghost_name="g-4"),
         IndexedSlot(5, "n1", SlotState.FREE),
+        IndexedSlot(6, "n0", SlotState.FREE, no_room="other pods on node n0 request 1 cpu"),
     ]
 
 

@@ -455,6 +455,20 @@ def held(free: set[int], size: int = 2, **jobs: JobView) -> SchedulingObservatio
     return SchedulingObservation(TestbedView(frozenset(range(size)), frozenset(free), "s"), jobs)
 
 
+def test_a_job_waiting_for_slots_whose_room_other_pods_hold_says_so() -> None:
+    crowded = SchedulingObservation(
+        TestbedView(frozenset(range(3)), frozenset({0}), "s", no_room=frozenset({1, 2})), {"a": JobView(held_by="s")}
+    )
+
+    decision = decide_scheduling(queue("a", "a"), None, crowded, name="s", namespace="ns", generation=1, now=T0)
+
+    assert decision.status.waiting_for == (
+        "slots for job a (it needs 2, 1 of the testbed's slots are free; "
+        "other pods hold the room of slots 1, 2 (see the testbed's slots))"
+    )
+    assert decision.status.jobs[0].state == JobState.WAITING
+
+
 def test_deciding_again_with_a_lagging_testbed_reserves_nothing_twice() -> None:
     spec = queue("a", "b", "b")
     observation = held({0, 1}, a=JobView(held_by="s"), b=JobView(held_by="s"))
@@ -502,12 +516,13 @@ def test_the_testbed_view_takes_free_slots_from_the_slot_table() -> None:
                 {"id": i, "nodeName": f"n{i % 2}", "nodeId": i % 2, "position": i // 2, "state": state}
                 for i, state in enumerate(["Free", "Reserved", "Occupied", "Free"])
             ]
+            + [{"id": 4, "nodeName": "n0", "nodeId": 0, "position": 2, "state": "Free", "noRoom": "other pods …"}]
         }
     )
 
     view = testbed_view(table, "s")
 
-    assert view == TestbedView(frozenset({0, 1, 2, 3}), frozenset({0, 3}), "s")
+    assert view == TestbedView(frozenset({0, 1, 2, 3, 4}), frozenset({0, 3}), "s", frozenset({4})), "no room in 4"
     assert testbed_view(None, None).slot_ids == frozenset()
 
 

@@ -4,6 +4,7 @@ only that slot's ghost as victim; pods esi does not manage untouched."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
@@ -243,3 +244,43 @@ def test_a_new_binding_to_a_slot_without_a_ghost_is_handed_out_at_filter_for_rec
 
     assert slots.take_unrecorded("uid-e2", ghostless=True) == ("ns", "e2", 4)
     assert slots.take_unrecorded("uid-e1") == ("ns", "e1", 1), "still handed out once, to the preemption"
+
+
+CROWDED = "other pods on node n1 request 1 cpu and 0 memory of its 2 cpu and 8Gi memory: room for 1 of its 2 slots"
+
+
+def test_a_slot_whose_room_other_pods_hold_is_given_to_no_executor_and_says_why() -> None:
+    slots = index()
+    table = slots.slots("ns", "tb")
+    assert table is not None
+    slots.replace_testbed("ns", "tb", [replace(s, no_room=CROWDED) if s.id == 1 else s for s in table])
+
+    first = slots.filter(filter_args(executor_pod("e1")))
+    second = slots.filter(filter_args(executor_pod("e2")))
+
+    assert (first.node_names, slots.slot_of("uid-e1")) == (["n1"], ("ns", "tb", 4)), "the job's slot with room"
+    assert second.node_names is None, "an error: the scheduler tries again after its backoff"
+    assert second.error == f"slot 1 of testbed tb has no room: {CROWDED}; its executor waits until it has " + (
+        "(the node's kubelet would refuse it now)"
+    )
+    assert slots.slot_of("uid-e2") is None
+    assert slots.preempt(preempt_args(executor_pod("e2"), {"n1": ["g1"]})).node_name_to_meta_victims == {}
+
+
+def test_an_executor_given_a_slot_before_its_room_was_taken_is_not_bound_there_until_it_is_back() -> None:
+    slots = index()
+    slots.pods_read([])
+    assert slots.filter(filter_args(executor_pod("e1"))).node_names == ["n1"]
+    table = slots.slots("ns", "tb")
+    assert table is not None
+
+    slots.replace_testbed("ns", "tb", [replace(s, no_room=CROWDED) if s.id == 1 else s for s in table])
+
+    assert "slot 1 of testbed tb has no room" in slots.plan_binding("uid-e1", "n1").error
+    assert "slot 1 of testbed tb has no room" in slots.filter(filter_args(executor_pod("e1"))).error
+    assert slots.slot_of("uid-e1") == ("ns", "tb", 1), "it keeps its slot: the same answer once the room is back"
+
+    slots.replace_testbed("ns", "tb", table)
+
+    assert slots.filter(filter_args(executor_pod("e1"))).node_names == ["n1"]
+    assert slots.plan_binding("uid-e1", "n1").slot == 1

@@ -533,6 +533,72 @@ def test_only_unfinished_foreign_requests_count_against_capacity() -> None:
     )
 
 
+def no_room(decision: TestbedDecision) -> dict[int, str]:
+    return {s.id: s.no_room for s in decision.status.slots if s.no_room is not None}
+
+
+def test_the_room_other_pods_leave_goes_to_as_many_slots_as_it_holds_and_the_rest_say_why() -> None:
+    spec = tb_spec(cpu="1", memory="4Gi")
+    crowded = [node("n1", "0", res("2", "16Gi"), others="1/2Gi")]
+
+    decision = decide(crowded, spec=spec)
+
+    assert created(decision) == [(0, "n1", 0)], "the room for one slot gets its ghost"
+    assert no_room(decision) == {
+        1: "other pods on node n1 request 1 cpu and 2Gi memory of its 2 cpu and 16Gi memory: room for 1 of its 2 slots"
+    }
+    assert decision.problems == ("node n1 lacks 1 cpu for its 2 slots",)
+
+    pods = apply([], decision)
+    again = decide(crowded, pods, spec=spec, status=decision.status)
+    assert again.actions == ()
+    assert no_room(again) == no_room(decision)
+
+    relieved = decide([node("n1", "0", res("2", "16Gi"))], pods, spec=spec, status=again.status)
+    assert no_room(relieved) == {}
+    assert created(relieved) == [(1, "n1", 1)]
+
+
+def test_a_node_too_small_for_its_slots_says_so_for_the_slots_beyond_its_room() -> None:
+    decision = decide([node("n1", "0", res("1500m", "4Gi"))], spec=tb_spec(cpu="1", memory="1Gi"))
+
+    assert no_room(decision) == {1: "node n1 has 1500m cpu and 4Gi memory: room for 1 of its 2 slots"}
+    assert created(decision) == [(0, "n1", 0)]
+
+
+def test_slots_holding_their_room_keep_it_then_reserved_slots_get_it() -> None:
+    spec = tb_spec(per_node=3, cpu="1", memory="4Gi")
+    crowded = [node("n1", "0", res("3", "16Gi"), others="1/0")]  # room for two of its three slots
+    running = executor("e1", "n1", 2, requests=res("1", "4Gi"))
+    reservation = Reservation("sched-a", "job-b", (1,))
+
+    decision = decide(crowded, [running], spec=spec, reservations=[reservation])
+
+    assert sorted(no_room(decision)) == [0], "the occupied slot, then the reserved one"
+    assert [slot for slot, _, _ in created(decision)] == [1]
+
+    ghost_in_0 = ghost("g0", "n1", 0, requests=res("1", "4Gi"))
+    held = decide(crowded, [running, ghost_in_0], spec=spec, reservations=[reservation])
+    assert sorted(no_room(held)) == [1], "a ghost already there holds its room, even against a reservation"
+    assert created(held) == []
+
+
+def test_an_executor_its_kubelet_refused_holds_no_room_so_its_slot_says_whose_it_is() -> None:
+    """Two schedulers gave the same room: the kubelet admitted the other pod and refused the executor."""
+    spec = tb_spec(cpu="1", memory="4Gi")
+    crowded = [node("n1", "0", res("2", "16Gi"), others="1/0")]
+    refused = executor("e1", "n1", 1, phase=PodPhase.FAILED, requests=res("1", "4Gi"))
+    pods = [refused, ghost("g0", "n1", 0, requests=res("1", "4Gi"))]
+
+    decision = decide(crowded, pods, spec=spec, reservations=[Reservation("sched-a", "job-a", (1,))])
+
+    assert no_room(decision) == {
+        1: "other pods on node n1 request 1 cpu and 0 memory of its 2 cpu and 16Gi memory: room for 1 of its 2 slots"
+    }
+    assert created(decision) == [], "a ghost there would be refused too"
+    assert [(s.id, s.state) for s in decision.status.slots] == [(0, SlotState.FREE), (1, SlotState.RESERVED)]
+
+
 # --- node labels (docs/compatibility.md#node-labels) ----------------------------------------------------
 
 
