@@ -469,15 +469,17 @@ function layout(testbed) {
 
 function slotCell(testbed, slot) {
   const job = slot.reservedFor;
+  const noRoom = slot.noRoom ? ` · no room: ${slot.noRoom}` : '';
   return h(`div.slot.${slot.state.toLowerCase()}`, {
     testid: `slot-${testbed}-${slot.position}`,
-    data: { state: slot.state, job: job ?? '', pod: slot.podName ?? '', slot: slot.position },
-    title: `slot ${slot.position} · ${slot.state}${job ? ` · ${job}` : ''}${slot.podName ? ` · pod ${slot.podName}` : ''}`,
+    data: { state: slot.state, job: job ?? '', pod: slot.podName ?? '', slot: slot.position, noRoom: slot.noRoom ?? '' },
+    title: `slot ${slot.position} · ${slot.state}${job ? ` · ${job}` : ''}${slot.podName ? ` · pod ${slot.podName}` : ''}${noRoom}`,
   },
   h('span.slot-id', {}, `#${slot.position}`),
   h('span.slot-state', {}, slot.state.toLowerCase()),
   h('span.slot-job', { testid: `slot-job-${testbed}-${slot.position}` }, job ?? (slot.state === 'FREE' ? 'empty' : '—')),
-  h('span.slot-pod', { testid: `slot-pod-${testbed}-${slot.position}` }, slot.podName ?? ''));
+  h('span.slot-pod', { testid: `slot-pod-${testbed}-${slot.position}` }, slot.podName ?? ''),
+  h('span.slot-no-room', { testid: `slot-no-room-${testbed}-${slot.position}` }, slot.noRoom ? 'no room' : ''));
 }
 
 function renderTestbeds() {

@@ -61,6 +61,8 @@ __all__ = ["DEFAULT_URL", "Connector", "ManifestError", "Output", "app", "main",
 
 DEFAULT_URL = "http://127.0.0.1:8082"
 
+# Slots without room listed under a Testbed's grid, each with why; the rest are counted.
+_SHOWN_SLOTS = 10
 # One colour per meaning, whichever resource the state belongs to: green settled/free, yellow waiting or
 # held, cyan working, red failed or in use by an executor (slots), dim on the way out or not known yet.
 _STATE_STYLES = {
@@ -308,6 +310,8 @@ def _slot_cell(slot: ExternalSlot | None) -> Text:
         cell.append(f"\n{slot.reserved_for}")
     if slot.pod_name:
         cell.append(f"\n{slot.pod_name}", style="dim")
+    if slot.no_room:
+        cell.append("\nno room", style="red")
     return cell
 
 
@@ -344,6 +348,10 @@ def _testbed_detail(testbed: ExternalTestbed) -> RenderableType:
         parts.append(Text(testbed.message, style="dim"))
     if testbed.slots_by_node:
         parts.append(slot_grid(testbed))
+        crowded = sorted((s for s in _slots(testbed) if s.no_room), key=lambda s: s.position)
+        parts += [Text(f"slot {s.position}: no room: {s.no_room}", style="red") for s in crowded[:_SHOWN_SLOTS]]
+        if crowded[_SHOWN_SLOTS:]:
+            parts.append(Text(f"and {len(crowded) - _SHOWN_SLOTS} more slots without room", style="red"))
     else:
         parts.append(Text("no slots yet: no node carries the Testbed's label, or it is still being set up"))
     return Group(*parts)

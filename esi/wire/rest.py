@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_vali
 from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
 from esi.resources.meta import Condition, EsiModel, ObjectReference
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
-from esi.resources.testbed import SlotState, Testbed, TestbedState
+from esi.resources.testbed import Slot, SlotState, Testbed, TestbedState
 
 __all__ = [
     "ApiError",
@@ -43,6 +43,7 @@ __all__ = [
     "OriginalBatchJob",
     "OriginalScheduledEvent",
     "OriginalScheduling",
+    "OriginalSlot",
     "OriginalTestbed",
     "Overview",
     "ResourceModification",
@@ -91,8 +92,8 @@ class View(StrEnum):
     ``original``: exactly the original ESI's fields, so clients that map them strictly (as its Java client's
     STOMP handler did) read them; the default. ``esi``: the same plus esi's own fields (``namespace``,
     ``esiState``, ``waitingFor``, ``message``, ``conditions``, ``heldBy``, a run's ``attempt``, ``slots``,
-    ``nodes``, ``colocatedJobs`` and ``incomplete``), for clients that ask: esi's client, CLI and UI
-    (docs/compatibility.md#views).
+    ``nodes``, ``colocatedJobs`` and ``incomplete``, a slot's ``noRoom``), for clients that ask: esi's client,
+    CLI and UI (docs/compatibility.md#views).
     """
 
     ORIGINAL = "original"
@@ -106,7 +107,9 @@ class _Wire(EsiModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class ExternalSlot(_Wire):
+class OriginalSlot(_Wire):
+    """A slot in the original's shape."""
+
     state: str
     pod_name: str | None = None
     pod_u_id: str | None = Field(default=None, description="Not tracked by esi; always null.")
@@ -117,6 +120,12 @@ class ExternalSlot(_Wire):
     reserved_for: str | None = Field(default=None, description="The job the slot is reserved for or used by.")
 
 
+class ExternalSlot(OriginalSlot):
+    """A slot in esi's view: the original's fields and esi's."""
+
+    no_room: str | None = Field(default=None, description=Slot.model_fields["no_room"].description)
+
+
 class OriginalTestbed(_Wire):
     """A Testbed in the original's shape."""
 
@@ -124,7 +133,7 @@ class OriginalTestbed(_Wire):
     state: str
     number_of_nodes: int
     number_of_slots_per_node: int
-    slots_by_node: dict[str, list[ExternalSlot]]
+    slots_by_node: Mapping[str, Sequence[OriginalSlot]]
 
 
 class ExternalTestbed(OriginalTestbed):
@@ -132,6 +141,7 @@ class ExternalTestbed(OriginalTestbed):
 
     namespace: str
     esi_state: str
+    slots_by_node: Mapping[str, Sequence[ExternalSlot]]
     held_by: str | None = None
     message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -303,6 +313,7 @@ def external_testbed(testbed: Testbed) -> ExternalTestbed:
                 slot_position_on_node=slot.position,
                 position=slot.id,
                 reserved_for=slot.job,
+                no_room=slot.no_room,
             )
         )
     state = status.state if status is not None else TestbedState.PENDING

@@ -22,12 +22,14 @@ from typing import Any
 
 import httpx
 import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Pod
 from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_playwright
 
 from infra import browser
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
-from tests.integration.kube import wait_for
+from tests.integration.kube import create_testbed, pod, running_on, wait_for
 from tests.integration.test_jobs_end_to_end import get, new_testbed_on_nodes, spark_job
 
 # The simulator runs a job the co-location table knows for its measured time times the session's time scale:
@@ -285,4 +287,39 @@ def test_a_queue_built_in_the_ui_runs_its_jobs_in_order(
             expect(run).to_contain_text("queued", timeout=QUICK)
             expect(run).to_contain_text("succeeded", timeout=QUICK)
             expect(run.locator("td").nth(6)).to_have_text(slots)
+        assert chromium.console_errors == []
+
+
+def test_a_slot_whose_room_other_pods_hold_is_drawn_so_until_they_go(
+    ui_url: str,
+    esi_endpoint: EsiApi,
+    esi_stack: LocalCluster,
+    client: Client,
+    chromium: Browser,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+    tmp_path: Path,
+) -> None:
+    label = f"esi.test/ui-{unique}"
+    (node,) = add_nodes(1, cpu="2", labels={label: "0"})
+    client.create(pod("squatter", namespace, cpu="1", node_name=node))
+    wait_for("the other pod to run", running_on(client, "squatter", namespace))
+    create_testbed(esi_stack, namespace, label)
+    page = chromium.page
+    with screenshot_on_failure(page, tmp_path):
+        sign_in(page, f"{ui_url}/ui/?namespace={namespace}", esi_endpoint.token)
+
+        marker = page.get_by_test_id("slot-no-room-tb-1")
+        expect(marker).to_have_text("no room", timeout=QUICK)
+        expect(page.get_by_test_id("slot-tb-1")).to_have_attribute(
+            "title", re.compile(rf"no room: other pods on node {node} request 1 cpu .*: room for 1 of its 2 slots$")
+        )
+        expect(page.get_by_test_id("slot-no-room-tb-0")).to_have_text("")
+        page.screenshot(path=tmp_path / "no-room.png", full_page=True)
+
+        client.delete(Pod, "squatter", namespace=namespace)
+
+        expect(marker).to_have_text("", timeout=QUICK)
+        expect(page.get_by_test_id("slot-tb-1")).to_have_attribute("data-no-room", "")
         assert chromium.console_errors == []

@@ -105,6 +105,22 @@ def test_the_slot_grid_has_a_column_per_node_and_shows_the_interleaved_ids_row_b
     assert "held by s1" in result.stdout
 
 
+def test_a_slot_without_room_is_marked_in_the_grid_and_says_why_below_it() -> None:
+    testbed = wire_testbed(state="ERROR", esiState="Degraded")
+    why = (
+        "other pods on node node-1 request 1 cpu and 64Mi memory of its 2 cpu and 4Gi memory: room for 1 of its 2 slots"
+    )
+    testbed["slotsByNode"]["node-1"][1]["noRoom"] = why
+    api = FakeApi().answer("GET", "/external/testbeds/tb", body=testbed)
+
+    result = run(api, "testbeds", "tb")
+
+    assert result.exit_code == 0, result.output
+    (marked,) = lines_with(result.stdout, "no room")[:1]
+    assert marked.index("no room") > marked.index("│", marked.index("│") + 1), "in node-1's column"
+    assert f"slot 3: no room: {why}" in " ".join(result.stdout.split())
+
+
 def test_the_testbed_list_counts_slots_by_state() -> None:
     testbed = wire_testbed()
     testbed["slotsByNode"]["node-0"][0]["state"] = "OCCUPIED"

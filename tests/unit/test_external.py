@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,15 +14,21 @@ from esi.resources.scheduling import Scheduling, SchedulingSpec
 from esi.resources.testbed import Testbed
 from esi.wire.rest import (
     SchedulingSubmission,
+    View,
     external_batchjob,
     external_scheduling,
     external_testbed,
     scheduling_spec,
+    view_json,
 )
 from tests.builders import status_slot
 from tests.manifests import batchjob_manifest, scheduling_manifest, slot_based, testbed_manifest
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# A slot's fields in the original's JSON, every one written (docs/compatibility.md#json-shapes).
+ORIGINAL_SLOT_FIELDS = (
+    "state", "podName", "podUId", "nodeName", "nodeId", "slotPositionOnNode", "position", "reservedFor"
+)  # fmt: skip
 
 
 def with_meta(manifest: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -33,7 +40,8 @@ def test_a_testbed_in_the_originals_shape_with_slots_by_node() -> None:
     status = {
         "state": "InUse",
         "slots": [status_slot(0, 0, "Free", pod="g0"), status_slot(1, 1, "Occupied", pod="e1", job="wc"),
-                  status_slot(2, 0, "Free"), status_slot(3, 1, "Reserved", job="wc")],
+                  status_slot(2, 0, "Free", noRoom="node n0 has 1 cpu and 1Gi memory: room for 1 of its 2 slots"),
+                  status_slot(3, 1, "Reserved", job="wc")],
         "scheduling": "s",
     }  # fmt: skip
     view = external_testbed(Testbed.model_validate(with_meta(testbed_manifest(), status)))
@@ -55,8 +63,12 @@ def test_a_testbed_in_the_originals_shape_with_slots_by_node() -> None:
         "slotPositionOnNode": 0,
         "position": 1,
         "reservedFor": "wc",
+        "noRoom": None,
     }
+    assert wire["slotsByNode"]["n0"][1]["noRoom"] == "node n0 has 1 cpu and 1Gi memory: room for 1 of its 2 slots"
     assert wire["heldBy"] == "s"
+    original = json.loads(view_json(view, View.ORIGINAL))
+    assert [sorted(s) for s in original["slotsByNode"]["n0"]] == [sorted(ORIGINAL_SLOT_FIELDS)] * 2, "only its fields"
 
 
 def test_a_testbed_without_slots_yet_is_empty_not_an_error() -> None:  # the original answered 500
