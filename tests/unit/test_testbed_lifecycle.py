@@ -599,6 +599,26 @@ def test_an_executor_its_kubelet_refused_holds_no_room_so_its_slot_says_whose_it
     assert [(s.id, s.state) for s in decision.status.slots] == [(0, SlotState.FREE), (1, SlotState.RESERVED)]
 
 
+@pytest.mark.parametrize(
+    "holder",
+    [
+        pytest.param(ghost("g1", "n1", 1, terminating=True, requests=res("1", "4Gi")), id="a-ghost-still-stopping"),
+        pytest.param(
+            executor("e1", None, 1, phase=PodPhase.PENDING, requests=res("1", "4Gi")), id="an-executor-being-placed"
+        ),
+    ],
+)
+def test_a_slot_whose_room_is_on_its_way_to_a_pod_keeps_it(holder: PodView) -> None:
+    """A ghost that is still stopping holds its room on the kubelet until it is gone; an executor given the
+    slot (its ghost deleted for it) is about to take it: the room left goes to the other slot, or to none."""
+    crowded = [node("n1", "0", res("2", "16Gi"), others="1/0")]
+
+    decision = decide(crowded, [holder], spec=tb_spec(cpu="1", memory="4Gi"))
+
+    assert sorted(no_room(decision)) == [0]
+    assert created(decision) == []
+
+
 # --- node labels (docs/compatibility.md#node-labels) ----------------------------------------------------
 
 
