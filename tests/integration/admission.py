@@ -1,8 +1,10 @@
 """What a kubelet's admission would have said of the pods KWOK ran.
 
-KWOK runs whatever is bound to its nodes; a kubelet first admits a pod: it refuses one whose requests do not fit
-beside those of the pods it admitted before on its node and that have neither finished nor gone
-(``Failed``, reason ``OutOfcpu``/``OutOfmemory``/``OutOfpods``). ``AdmissionLedger`` keeps that account over
+A kubelet first admits a pod: it refuses one whose requests do not fit beside those of the pods it admitted
+before on its node and that have neither finished nor gone (``Failed``, reason
+``OutOfcpu``/``OutOfmemory``/``OutOfpods``). The toolchain's KWOK does so too; this account is kept beside it,
+from a watch of its own, so that a test is held to admission whatever KWOK did, and is checked against the real
+kubelet as KWOK is (test_real_nodes). ``AdmissionLedger`` keeps that account over
 the versions of pods in the API server's order; ``KubeletAdmission`` feeds it every pod of the cluster from a
 watch, so that a test's own namespace can be checked for pods a kubelet would have refused (the ``namespace``
 fixture does so after every test). Real nodes are left to their kubelets.

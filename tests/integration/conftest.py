@@ -47,7 +47,8 @@ def kubelet_admission(cluster: LocalCluster) -> Iterator[KubeletAdmission]:
 @pytest.fixture
 def namespace(client: Client, kubelet_admission: KubeletAdmission, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace named after the test; deleted (with everything in it) afterwards. The test fails when
-    a kubelet would have refused a pod KWOK ran in it (``kubelet_admission``), as a real node would have."""
+    a kubelet's admission refused a pod in it on a KWOK node (KWOK refuses as a kubelet does; the tests'
+    account, ``kubelet_admission``, tells), unless the test expects refusals."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
     name = f"{slug}-{uuid.uuid4().hex[:5]}"
     client.create(namespace_manifest(name))
@@ -56,7 +57,7 @@ def namespace(client: Client, kubelet_admission: KubeletAdmission, request: pyte
     client.delete(Namespace, name)
     if refused:
         shown = "\n  ".join(str(r) for r in refused[:10])
-        pytest.fail(f"KWOK ran {len(refused)} pod(s) that a kubelet would have refused:\n  {shown}")
+        pytest.fail(f"a kubelet's admission refused {len(refused)} pod(s) on KWOK nodes:\n  {shown}")
 
 
 @pytest.fixture

@@ -272,3 +272,13 @@ class Watcher(Generic[R]):
         self._client.close()
         self._thread.join(timeout=10)
         assert not self._thread.is_alive(), f"the watcher of {self._kind.__name__} did not stop"
+
+
+def phase_of(client: Client, name: str, namespace: str, *phases: str) -> Any:
+    """A probe for wait_for: the pod once its phase is one of ``phases``."""
+
+    def probe() -> Any:
+        current = client.get(Pod, name, namespace=namespace)
+        return current if current.status is not None and current.status.phase in phases else None
+
+    return probe

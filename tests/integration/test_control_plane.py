@@ -16,8 +16,9 @@ from lightkube.resources.core_v1 import Node, Pod
 from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster
 from infra.second_scheduler import SecondScheduler
+from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, made_again_while_behind, pod, running_on, wait_for
+from tests.integration.kube import get_or_none, made_again_while_behind, phase_of, pod, running_on, wait_for
 from tests.integration.recording_extender import RecordingExtender, serve
 
 
@@ -67,6 +68,42 @@ def test_kwok_gives_a_pod_made_again_none_of_the_old_ones_status(
     assert current is not None
     assert current.metadata.uid == uid
     assert (current.status.phase, current.status.hostIP, current.status.podIP) == ("Pending", None, None)
+
+
+def test_kwok_admits_a_pod_as_a_kubelet_does_and_refuses_one_that_does_not_fit(
+    cluster: LocalCluster, client: Client, namespace: str, add_nodes: AddNodes, kubelet_admission: KubeletAdmission
+) -> None:
+    """KWOK judges a pod bound to its node against the pods it admitted there before (test_real_nodes: the same
+    pod gets the real kubelet's answer), and room a pod let go of is room again."""
+    kubelet_admission.expect_refusals(namespace)
+    (node,) = add_nodes(1, cpu="1", memory="2Gi")
+    client.create(pod("first", namespace, cpu="600m", node_name=node))
+    wait_for("the first pod to run", running_on(client, "first", namespace))
+
+    client.create(pod("second", namespace, cpu="600m", node_name=node))
+    refused = wait_for("KWOK's answer", phase_of(client, "second", namespace, "Failed", "Running"))
+
+    assert (refused.status.reason, refused.status.message) == (
+        "OutOfcpu",
+        "Pod was rejected: Node didn't have enough resource: cpu, requested: 600, used: 600, capacity: 1000",
+    )
+    assert refused.status.podIP is None, "refused: it never ran"
+    told = wait_for(
+        "the refusal told", lambda: [e for e in _events(cluster, namespace) if e["involvedObject"]["name"] == "second"]
+    )
+    assert [(e["type"], e["reason"]) for e in told] == [("Warning", "OutOfcpu")]
+    assert [r.pod for r in kubelet_admission.refused_in(namespace)] == ["second"], "the tests' account agrees"
+
+    client.delete(Pod, "first", namespace=namespace)
+    wait_for("the first pod to go", lambda: get_or_none(client, Pod, "first", namespace) is None)
+    client.create(pod("third", namespace, cpu="600m", node_name=node))
+    assert wait_for("the third pod to run", running_on(client, "third", namespace)) == node
+    assert client.get(Pod, "second", namespace=namespace).status.phase == "Failed", "a refused pod stays refused"  # type: ignore[union-attr]
+
+
+def _events(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    return items
 
 
 def test_second_scheduler_places_a_pod_where_the_extender_allows(

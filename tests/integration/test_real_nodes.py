@@ -42,7 +42,7 @@ from infra.spark_operator import unavailable_reason as spark_operator_unavailabl
 from infra.toolchain import load_pins
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, made_again_while_behind, pod, wait_for
+from tests.integration.kube import get_or_none, made_again_while_behind, phase_of, pod, wait_for
 from tests.integration.real_stack import example_flink_rbac
 
 if (reason := unavailable_reason()) is not None:
@@ -83,16 +83,6 @@ def small_pause_pod(name: str, namespace: str, node: RealNode) -> Any:
     resources = {"cpu": "50m", "memory": "16Mi"}
     image = images.pause_image().reference
     return pinned_pod(name, namespace, node, image, resources={"requests": resources, "limits": resources})
-
-
-def phase_of(client: Client, name: str, namespace: str, *phases: str) -> Any:
-    """A probe for wait_for: the pod once its phase is one of ``phases``."""
-
-    def probe() -> Any:
-        current = client.get(Pod, name, namespace=namespace)
-        return current if current.status is not None and current.status.phase in phases else None
-
-    return probe
 
 
 def test_a_real_node_joins_beside_kwok_nodes(real_node: RealNode, client: Client) -> None:
@@ -146,11 +136,12 @@ def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, cli
     assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
 
 
-def test_what_a_kubelet_would_refuse_on_a_kwok_node_is_what_the_real_kubelet_refuses(
+def test_kwok_and_the_tests_account_refuse_what_the_real_kubelet_refuses(
     real_node: RealNode, client: Client, namespace: str, add_nodes: AddNodes, kubelet_admission: KubeletAdmission
 ) -> None:
-    """The account the tests keep for KWOK nodes (``kubelet_admission``) refuses, in the kubelet's words, the
-    pod the real kubelet refuses: the same pod, too big for a node as big as the real one."""
+    """KWOK (its admission patch) and the account the tests keep for KWOK nodes (``kubelet_admission``) refuse,
+    in the kubelet's words, the pod the real kubelet refuses: the same pod, too big for a node as big as the
+    real one."""
     kubelet_admission.expect_refusals(namespace)
     (kwok_node,) = add_nodes(1, cpu="1", memory="2Gi")
     resources = {"cpu": "1500m", "memory": "64Mi"}
@@ -166,6 +157,9 @@ def test_what_a_kubelet_would_refuse_on_a_kwok_node_is_what_the_real_kubelet_ref
     assert (judged.pod, judged.node, judged.reason) == ("too-big-kwok", kwok_node, refused.status.reason)
     used = re.compile(r"used: \d+")  # the real node runs other tests' pods too
     assert used.sub("used: …", judged.message) == used.sub("used: …", refused.status.message)
+    by_kwok = wait_for("KWOK's admission", phase_of(client, "too-big-kwok", namespace, "Failed", "Running"))
+    assert (by_kwok.status.phase, by_kwok.status.reason) == ("Failed", refused.status.reason)
+    assert used.sub("used: …", str(by_kwok.status.message)) == used.sub("used: …", refused.status.message)
 
 
 def test_the_kubelet_deletes_only_the_pod_it_ran(real_node: RealNode, client: Client, namespace: str) -> None:

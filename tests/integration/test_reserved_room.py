@@ -1,15 +1,18 @@
 """Executors take their slots at once while a stream of ordinary pods (the default scheduler's) competes for
 the same nodes; how much of the slots' room the ordinary pods get meanwhile is measured.
 
-KWOK nodes run whatever is bound to them, so room given twice shows as a node whose bound pods request more
-than it has; an observer lists the pods every few tens of milliseconds and checks every node, every time.
-On shared nodes the room is not kept, and the test reports how often it is lost: between a ghost's deletion
-and its executor's binding the default scheduler binds waiting ordinary pods into the room (about half the
-nodes, measured 2026-11-25; the earlier path, preemption and a second cycle, loses it the same way), and how
-many of the pods a kubelet would then have refused (``kubelet_admission``: the later of two pods given the same
-room). On nodes given to the Testbed alone (a taint only its ghosts and executors tolerate:
-``spec.tolerations``), with the ordinary pods' other nodes full, no ordinary pod is ever on a Testbed node: that
-the test asserts, and the ``namespace`` fixture that a kubelet would have admitted every pod.
+Room given twice shows as a node whose bound pods request more than it has; an observer lists the pods every
+few tens of milliseconds and checks every node, every time. On shared nodes the room is not kept, and the test
+reports how often it is lost: between a ghost's deletion and its executor's binding the default scheduler binds
+waiting ordinary pods into the room (about half the nodes, measured 2026-11-25; the earlier path, preemption and
+a second cycle, loses it the same way), and how many pods the kubelet then refused (KWOK admits as a kubelet
+does; ``kubelet_admission`` keeps the same account: the later of two pods given the same room). The test plays
+Spark's part for an executor refused so: a replacement, which the extender holds back while its slot has no room
+(told so in its PodScheduled condition). While the stream lasts, the default scheduler's waiting pods take such
+room as it frees, so the replacements run once the ordinary pods are gone. On nodes given to the Testbed alone (a
+taint only its ghosts and executors tolerate: ``spec.tolerations``), with the ordinary pods' other nodes full,
+no ordinary pod is ever on a Testbed node: that the test asserts, and the ``namespace`` fixture that the kubelet
+admitted every pod.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, executor_pod, pod, wait_for
 from tests.integration.test_placement_end_to_end import set_scheduling_status
-from tests.integration.test_testbed_reconciler import settled, status_of
+from tests.integration.test_testbed_reconciler import events, settled, status_of
 from tests.manifests import scheduling_manifest
 
 NODES, SLOTS_PER_NODE = 25, 4
@@ -111,10 +114,34 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
                     tolerations=tolerations,
                 )
             )
-        running = wait_for(f"{total} executors to run", lambda: running_executors(client, namespace, total), 300)
+        # As Spark does, an executor its kubelet refused (KWOK admits as a kubelet does) is replaced by a new one,
+        # which waits while its slot has no room: while the stream lasts, ordinary pods keep taking that room.
+        replaced: list[str] = []
+        first = {f"job-{k}-exec-{e}" for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE))}
+
+        def placed() -> list[Any] | None:
+            replaced.extend(replace_refused(client, namespace, unique, scheduler.settings.scheduler_name, tolerations))
+            return running_executors(client, namespace, total)
+
+        def each_ran_or_was_refused() -> bool:
+            running = {str(p.metadata.name) for p in placed() or running_executors(client, namespace, None) or ()}
+            return all(name in running or f"{name}-r" in replaced for name in first)
+
+        wait_for("every executor to run or to have been refused", each_ran_or_was_refused, 300)
         came_meanwhile = stream.created - created_before
         time.sleep(2)  # the stream and the observer go on a little after the last swap
 
+    # The ordinary pods go: the room they held in slots is the slots' again, and the replacements run there.
+    for ordinary in client.list(Pod, namespace=namespace, labels={"role": ORDINARY}):
+        with contextlib.suppress(ApiError):  # gone meanwhile
+            client.delete(Pod, str(ordinary.metadata.name), namespace=namespace)  # type: ignore[union-attr]
+    running = wait_for(f"{total} executors to run", placed, 300)
+
+    told_no_room = {
+        e["involvedObject"]["name"]
+        for e in events(esi_operators, namespace, "FailedScheduling")
+        if "has no room" in e.get("message", "")
+    }
     extra = sum((cpu - NODE_CPU for cpu, _ in seen.overcommitted.values()), Decimal(0))
     refused = kubelet_admission.refused_in(namespace)
     refused_executors = sum(r.pod.startswith("job-") for r in refused)
@@ -125,7 +152,9 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         f"most), {seen.snapshots} snapshots of every node:\n"
         f"  {'dedicated' if dedicated else 'shared'} nodes: ordinary pods were on {len(seen.ordinary_on)} of "
         f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all; "
-        f"a kubelet would have refused {len(refused)} of the pods KWOK ran ({refused_executors} executors)",
+        f"a kubelet refused {len(refused)} of the pods bound there ({refused_executors} executors, each replaced: "
+        f"{len(replaced)} replacements, {len(told_no_room & set(replaced))} of them told their slot had no room "
+        "before they ran)",
     )
     assert seen.snapshots > 20, "the observer saw too little to tell"
     assert came_meanwhile >= 5, "too few ordinary pods came while the executors took their slots"
@@ -142,10 +171,31 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
 
 
-def running_executors(client: Client, namespace: str, total: int) -> list[Any] | None:
+def replace_refused(
+    client: Client, namespace: str, pool: str, scheduler: str, tolerations: list[dict[str, str]]
+) -> list[str]:
+    """Each executor its kubelet refused deleted and made again under a new name, as Spark replaces a lost
+    executor; the names of the new ones."""
+    made = []
+    for executor in client.list(Pod, namespace=namespace, labels={ROLE_LABEL: ROLE_EXECUTOR}):
+        status, name = executor.status, str(executor.metadata.name)  # type: ignore[union-attr]
+        if status is None or status.phase != "Failed" or not (status.reason or "").startswith("OutOf"):
+            continue
+        job = executor.metadata.labels[JOB_LABEL]  # type: ignore[union-attr,index]
+        client.delete(Pod, name, namespace=namespace)
+        replacement = f"{name}-r"
+        client.create(
+            executor_pod(replacement, namespace, pool=pool, scheduler=scheduler, job=job, tolerations=tolerations)
+        )
+        made.append(replacement)
+    return made
+
+
+def running_executors(client: Client, namespace: str, total: int | None) -> list[Any] | None:
+    """The running executors once there are ``total`` (None: however many)."""
     pods = client.list(Pod, namespace=namespace, labels={ROLE_LABEL: ROLE_EXECUTOR})
     running = [p for p in pods if p.status is not None and p.status.phase == "Running"]
-    return running if len(running) == total else None
+    return running if total is None or len(running) == total else None
 
 
 class Stream:

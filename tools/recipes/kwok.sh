@@ -1,5 +1,5 @@
 # kwok (the node and pod lifecycle simulator) and kwokctl (cluster lifecycle; we use its binary runtime), with
-# one patch so that kwok writes to pods as the kubelet does.
+# two patches so that kwok writes to pods, and admits them, as the kubelet does.
 cd "$WORK"
 
 step "write the wrapper module"
@@ -112,6 +112,192 @@ patch --quiet -d "$src" -p1 <<'PATCH'
  func (c *PodController) need(pod *corev1.Pod) bool {
  	if _, has := c.nodeGetFunc(pod.Spec.NodeName); !has {
  		return false
+PATCH
+
+step "patch kwok: admit a pod as the kubelet does, or refuse it in the kubelet's words"
+# KWOK ran whatever was bound to its nodes, however large; a kubelet first admits a pod against the requests of
+# the pods it admitted before (OutOfcpu, OutOfmemory, OutOfpods). test_real_nodes holds the two to the same
+# answer for the same pod.
+cat >"$src/pkg/kwok/controllers/pod_admission.go" <<'GO'
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sigs.k8s.io/kwok/pkg/log"
+)
+
+// podAdmission is the kubelet's admission for the pods of kwok's nodes. A pod is judged once, when it is first
+// seen bound, against the requests of the node's pods admitted before it that have neither finished nor gone:
+// the pod count, then cpu, then memory. One that does not fit is refused in the kubelet's words (phase Failed,
+// reason OutOf<resource>, a Warning Event), and kwok plays no stage on it but its deletion. A pod already
+// running when first seen (kwok restarted) was admitted before and is counted as it is.
+type podAdmission struct {
+	mu       sync.Mutex
+	admitted map[string]map[types.UID]podRequests // by node, then pod
+	judged   map[types.UID]bool                   // admitted (true) or refused (false)
+}
+
+type podRequests struct {
+	node        string
+	cpu, memory int64 // millicores, bytes
+}
+
+var admission = podAdmission{admitted: map[string]map[types.UID]podRequests{}, judged: map[types.UID]bool{}}
+
+// admit tells whether kwok plays its stages on this version of a pod, judging the pod the first time.
+func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
+	a := &admission
+	a.mu.Lock()
+	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if admitted, seen := a.judged[pod.UID]; seen {
+		if finished {
+			a.free(pod.UID, pod.Spec.NodeName)
+		}
+		a.mu.Unlock()
+		return admitted || pod.DeletionTimestamp != nil
+	}
+	if finished {
+		a.mu.Unlock()
+		return true
+	}
+	requests := requestsOf(pod)
+	if pod.Status.Phase != corev1.PodRunning && pod.Status.PodIP == "" {
+		if reason, message := a.refusal(c, pod.Spec.NodeName, requests); reason != "" {
+			a.judged[pod.UID] = false
+			a.mu.Unlock()
+			c.refuse(ctx, pod, reason, message)
+			return pod.DeletionTimestamp != nil
+		}
+	}
+	a.judged[pod.UID] = true
+	on, ok := a.admitted[pod.Spec.NodeName]
+	if !ok {
+		on = map[types.UID]podRequests{}
+		a.admitted[pod.Spec.NodeName] = on
+	}
+	on[pod.UID] = requests
+	a.mu.Unlock()
+	return true
+}
+
+// forget lets a deleted pod's room go.
+func (c *PodController) forget(pod *corev1.Pod) {
+	a := &admission
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.free(pod.UID, pod.Spec.NodeName)
+	delete(a.judged, pod.UID)
+}
+
+func (a *podAdmission) free(uid types.UID, node string) {
+	if on, ok := a.admitted[node]; ok {
+		delete(on, uid)
+	}
+}
+
+// refusal is the kubelet's reason and message for refusing a pod of these requests on the node; "" if it fits.
+func (a *podAdmission) refusal(c *PodController, nodeName string, requests podRequests) (string, string) {
+	if c.nodeCacheGetter == nil {
+		return "", ""
+	}
+	node, ok := c.nodeCacheGetter.Get(nodeName)
+	if !ok {
+		return "", ""
+	}
+	var cpu, memory int64
+	on := a.admitted[nodeName]
+	for _, r := range on {
+		cpu += r.cpu
+		memory += r.memory
+	}
+	allocatable := node.Status.Allocatable
+	for _, check := range []struct {
+		resource                   corev1.ResourceName
+		requested, used, capacity int64
+	}{
+		{corev1.ResourcePods, 1, int64(len(on)), allocatable.Pods().Value()},
+		{corev1.ResourceCPU, requests.cpu, cpu, allocatable.Cpu().MilliValue()},
+		{corev1.ResourceMemory, requests.memory, memory, allocatable.Memory().Value()},
+	} {
+		if _, has := allocatable[check.resource]; !has || check.requested == 0 {
+			continue
+		}
+		if check.used+check.requested > check.capacity {
+			return "OutOf" + string(check.resource), fmt.Sprintf(
+				"Pod was rejected: Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+				check.resource, check.requested, check.used, check.capacity)
+		}
+	}
+	return "", ""
+}
+
+// refuse writes the kubelet's refusal into the pod's status (for this pod only: its UID in the patch) and tells
+// it as the kubelet does, in a Warning Event.
+func (c *PodController) refuse(ctx context.Context, pod *corev1.Pod, reason, message string) {
+	logger := log.FromContext(ctx).With("pod", log.KObj(pod), "node", pod.Spec.NodeName)
+	data, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status":   map[string]any{"phase": corev1.PodFailed, "reason": reason, "message": message},
+	})
+	if err == nil {
+		_, err = c.typedClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+	}
+	if err != nil {
+		logger.Error("Failed to refuse pod", "err", err, "reason", reason)
+		return
+	}
+	logger.Info("Refuse pod", "reason", reason, "message", message)
+	if c.recorder != nil {
+		c.recorder.Event(pod, corev1.EventTypeWarning, reason, message)
+	}
+}
+
+// requestsOf is what the kubelet counts of a pod: the larger of its containers' summed requests and each init
+// container's, plus the pod's overhead.
+func requestsOf(pod *corev1.Pod) podRequests {
+	var cpu, memory int64
+	for _, container := range pod.Spec.Containers {
+		cpu += container.Resources.Requests.Cpu().MilliValue()
+		memory += container.Resources.Requests.Memory().Value()
+	}
+	for _, container := range pod.Spec.InitContainers {
+		cpu = max(cpu, container.Resources.Requests.Cpu().MilliValue())
+		memory = max(memory, container.Resources.Requests.Memory().Value())
+	}
+	cpu += pod.Spec.Overhead.Cpu().MilliValue()
+	memory += pod.Spec.Overhead.Memory().Value()
+	return podRequests{node: pod.Spec.NodeName, cpu: cpu, memory: memory}
+}
+GO
+patch --quiet -d "$src" -p1 <<'PATCH'
+--- a/pkg/kwok/controllers/pod_controller.go
++++ b/pkg/kwok/controllers/pod_controller.go
+@@ -503,7 +503,7 @@
+ 							"pod", log.KObj(pod),
+ 							"node", pod.Spec.NodeName,
+ 						)
+-					} else {
++					} else if c.admit(ctx, pod) {
+ 						c.preprocessChan <- pod.DeepCopy()
+ 					}
+ 				} else {
+@@ -529,6 +529,8 @@
+ 					c.deletePodInfo(pod)
+ 				}
+ 				if c.need(pod) {
++					c.forget(pod)
++
+ 					// Recycling PodIP
+ 					c.recyclingPodIP(ctx, pod)
+ 
 PATCH
 go mod edit -replace "sigs.k8s.io/kwok=$src"
 
