@@ -20,6 +20,7 @@ from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import get_or_none, made_again_while_behind, phase_of, pod, running_on, wait_for
 from tests.integration.recording_extender import RecordingExtender, serve
+from tests.integration.test_testbed_reconciler import events
 
 
 def test_default_scheduler_runs_a_pod_on_a_kwok_node(client: Client, namespace: str) -> None:
@@ -88,10 +89,8 @@ def test_kwok_admits_a_pod_as_a_kubelet_does_and_refuses_one_that_does_not_fit(
         "Pod was rejected: Node didn't have enough resource: cpu, requested: 600, used: 600, capacity: 1000",
     )
     assert refused.status.podIP is None, "refused: it never ran"
-    told = wait_for(
-        "the refusal told", lambda: [e for e in _events(cluster, namespace) if e["involvedObject"]["name"] == "second"]
-    )
-    assert [(e["type"], e["reason"]) for e in told] == [("Warning", "OutOfcpu")]
+    told = wait_for("the refusal told", lambda: events(cluster, namespace, "OutOfcpu"))
+    assert [(e["type"], e["involvedObject"]["name"]) for e in told] == [("Warning", "second")]
     assert [r.pod for r in kubelet_admission.refused_in(namespace)] == ["second"], "the tests' account agrees"
 
     client.delete(Pod, "first", namespace=namespace)
@@ -99,11 +98,6 @@ def test_kwok_admits_a_pod_as_a_kubelet_does_and_refuses_one_that_does_not_fit(
     client.create(pod("third", namespace, cpu="600m", node_name=node))
     assert wait_for("the third pod to run", running_on(client, "third", namespace)) == node
     assert client.get(Pod, "second", namespace=namespace).status.phase == "Failed", "a refused pod stays refused"  # type: ignore[union-attr]
-
-
-def _events(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-    return items
 
 
 def test_second_scheduler_places_a_pod_where_the_extender_allows(

@@ -124,7 +124,8 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
             return running_executors(client, namespace, total)
 
         def each_ran_or_was_refused() -> bool:
-            running = {str(p.metadata.name) for p in placed() or running_executors(client, namespace, None) or ()}
+            replaced.extend(replace_refused(client, namespace, unique, scheduler.settings.scheduler_name, tolerations))
+            running = {str(p.metadata.name) for p in running_executors(client, namespace, None) or ()}
             return all(name in running or f"{name}-r" in replaced for name in first)
 
         wait_for("every executor to run or to have been refused", each_ran_or_was_refused, 300)
@@ -132,9 +133,7 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         time.sleep(2)  # the stream and the observer go on a little after the last swap
 
     # The ordinary pods go: the room they held in slots is the slots' again, and the replacements run there.
-    for ordinary in client.list(Pod, namespace=namespace, labels={"role": ORDINARY}):
-        with contextlib.suppress(ApiError):  # gone meanwhile
-            client.delete(Pod, str(ordinary.metadata.name), namespace=namespace)  # type: ignore[union-attr]
+    delete_ordinary_pods(client, namespace)
     running = wait_for(f"{total} executors to run", placed, 300)
 
     told_no_room = {
@@ -169,6 +168,12 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         assert int((executor.metadata.annotations or {})[SLOT_ANNOTATION]) in {k + NODES * p for p in range(4)}
     assert len({(e.metadata.annotations or {})[SLOT_ANNOTATION] for e in running}) == total, "a slot given twice"
     wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
+
+
+def delete_ordinary_pods(client: Client, namespace: str) -> None:
+    for ordinary in client.list(Pod, namespace=namespace, labels={"role": ORDINARY}):
+        with contextlib.suppress(ApiError):  # gone meanwhile
+            client.delete(Pod, str(ordinary.metadata.name), namespace=namespace)  # type: ignore[union-attr]
 
 
 def replace_refused(

@@ -146,7 +146,6 @@ type podAdmission struct {
 }
 
 type podRequests struct {
-	node        string
 	cpu, memory int64 // millicores, bytes
 }
 
@@ -274,7 +273,7 @@ func requestsOf(pod *corev1.Pod) podRequests {
 	}
 	cpu += pod.Spec.Overhead.Cpu().MilliValue()
 	memory += pod.Spec.Overhead.Memory().Value()
-	return podRequests{node: pod.Spec.NodeName, cpu: cpu, memory: memory}
+	return podRequests{cpu: cpu, memory: memory}
 }
 GO
 patch --quiet -d "$src" -p1 <<'PATCH'
