@@ -36,7 +36,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.applications import SPARK
-from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL
+from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION
 from infra import images
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
@@ -341,6 +341,67 @@ def test_a_failing_executor_is_replaced_until_spark_gives_up_and_the_run_is_retr
         f"  Scheduling created -> first run failed: {first_failed - start:.1f} s, -> retry failed and the Scheduling"
         f" completed: {completed_at - start:.1f} s; executor pods made by the two runs: {sorted(per_run.values())}",
     )
+
+
+def test_a_job_waits_while_a_pod_holds_a_slots_room_on_the_real_node_and_runs_once_it_goes(
+    real_spark: RealSpark, history: PodHistory
+) -> None:
+    """The real node shared: a pod the default scheduler placed before the Testbed leaves room for one of its two
+    slots. That slot says so and gets no ghost; a SparkPi needing both slots waits, its Scheduling naming the
+    slot, and no driver is started. Once the pod is gone the slot gets its ghost back, and the job runs in both
+    slots — the real kubelet admitting every pod."""
+    spark, cluster = real_spark, real_spark.cluster
+    cluster.kubectl("delete", "-n", NAMESPACE, "schedulings", "--all", "--wait=true", "--timeout=90s")
+    cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "tb", "--ignore-not-found", "--wait=true", "--timeout=90s")
+    # 1500m of the node's 2 cpu: room for one 500m slot (the former Testbed's ghosts go first).
+    create_in(cluster, NAMESPACE, sleeping_pod("holder", spark.image, {"cpu": "1500m", "memory": "64Mi"}))
+    wait_for(
+        "the other pod to run on the real node", lambda: history.pods.get("holder", PodLife({}, 0)).running, timeout=120
+    )
+
+    testbed = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
+    create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "tb"}})
+
+    def slot_without_room() -> dict[str, Any] | None:
+        table = status(cluster, "testbed", "tb")
+        ghosts = {s["id"] for s in table.get("slots", []) if s.get("pod")}
+        without = [s for s in table.get("slots", []) if s.get("noRoom")]
+        return without[0] if len(without) == 1 and len(ghosts) == 1 else None
+
+    lacking = wait_for("one slot with a ghost, the other without room", slot_without_room, timeout=90)
+    assert lacking["noRoom"].startswith(f"other pods on node {NODE} request 1500m cpu and 64Mi memory"), lacking
+    assert lacking["noRoom"].endswith("room for 1 of its 2 slots"), lacking
+    ghosts = spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST})
+    held = {(g.metadata.annotations or {}).get(SLOT_ANNOTATION) for g in ghosts if g.metadata}
+    assert held == {str(1 - lacking["id"])}, f"a ghost in the slot with room alone: {held}"
+
+    create_in(cluster, NAMESPACE, sparkpi_job(spark, "patient"))
+    create_in(cluster, NAMESPACE, scheduling("patient", ["patient", "patient"]))
+    waiting = wait_for(
+        "the Scheduling to say what it waits for",
+        lambda: "room" in (why := status(cluster, "scheduling", "patient").get("waitingFor") or "") and why,
+        timeout=60,
+    )
+    assert waiting == (
+        f"slots for job patient (it needs 2, 1 of the testbed's slots are free; "
+        f"other pods hold the room of slot {lacking['id']} (see the testbed's slots))"
+    )
+    assert "patient-driver" not in history.pods, "no driver is started while the job waits"
+
+    cluster.kubectl("delete", "-n", NAMESPACE, "pod", "holder", "--wait=false")
+    try:
+        wait_for("the Scheduling to complete", completed(cluster, "patient"), timeout=300)
+    finally:
+        cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "patient", "--wait=true", "--timeout=60s")
+
+    (run,) = status(cluster, "batchjob", "patient")["runs"]
+    assert (run["outcome"], sorted(run["slots"]), run["nodes"]) == ("Succeeded", [0, 1], [NODE]), run
+    executors = [e for e in history.with_role(ROLE_EXECUTOR).values() if e.labels[JOB_LABEL] == "patient"]
+    assert sorted((e.slot for e in executors), key=str) == [0, 1], "one executor in each slot"
+    assert all(e.node == NODE and e.running for e in executors), executors
+    assert history.refused() == {}, "the kubelet admitted every pod"
+    assert "Pi is roughly 3.1" in driver_log(spark.node, "patient-driver")
+    wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
 
 
 # --- the simulator conforms -----------------------------------------------------------------------------------
