@@ -124,10 +124,13 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -172,7 +175,7 @@ func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
 		if reason, message := a.refusal(c, pod.Spec.NodeName, requests); reason != "" {
 			a.judged[pod.UID] = false
 			a.mu.Unlock()
-			c.refuse(ctx, pod, reason, message)
+			go c.refuse(ctx, pod.DeepCopy(), reason, message)
 			return pod.DeletionTimestamp != nil
 		}
 	}
@@ -239,24 +242,49 @@ func (a *podAdmission) refusal(c *PodController, nodeName string, requests podRe
 }
 
 // refuse writes the kubelet's refusal into the pod's status (for this pod only: its UID in the patch) and tells
-// it as the kubelet does, in a Warning Event.
+// it as the kubelet does, in a Warning Event. While the API server is away or busy (no answer, 429, 5xx) the
+// write is tried again, each wait twice the last up to 5 s; any other answer ends it (404: the pod is gone; 409:
+// another pod has its name).
 func (c *PodController) refuse(ctx context.Context, pod *corev1.Pod, reason, message string) {
 	logger := log.FromContext(ctx).With("pod", log.KObj(pod), "node", pod.Spec.NodeName)
 	data, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
 		"status":   map[string]any{"phase": corev1.PodFailed, "reason": reason, "message": message},
 	})
-	if err == nil {
-		_, err = c.typedClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
-	}
 	if err != nil {
 		logger.Error("Failed to refuse pod", "err", err, "reason", reason)
 		return
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		_, err = c.typedClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+		if err == nil {
+			break
+		}
+		if !transient(err) {
+			logger.Error("Failed to refuse pod", "err", err, "reason", reason)
+			return
+		}
+		logger.Error("Failed to refuse pod, trying again", "err", err, "reason", reason, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 	logger.Info("Refuse pod", "reason", reason, "message", message)
 	if c.recorder != nil {
 		c.recorder.Event(pod, corev1.EventTypeWarning, reason, message)
 	}
+}
+
+// transient tells whether the API server may take the same write later: it did not answer, or answered 429 or 5xx.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	code := status.Status().Code
+	return code == 429 || code >= 500
 }
 
 // requestsOf is what the kubelet counts of a pod: the larger of its containers' summed requests and each init
