@@ -391,6 +391,7 @@ def test_a_job_waits_while_a_pod_holds_a_slots_room_on_the_real_node_and_runs_on
     cluster.kubectl("delete", "-n", NAMESPACE, "pod", "holder", "--wait=false")
     try:
         wait_for("the Scheduling to complete", completed(cluster, "patient"), timeout=300)
+        log = driver_log(spark.node, "patient-driver")  # before the Scheduling goes, and its driver with it
     finally:
         cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", "patient", "--wait=true", "--timeout=60s")
 
@@ -400,7 +401,7 @@ def test_a_job_waits_while_a_pod_holds_a_slots_room_on_the_real_node_and_runs_on
     assert sorted((e.slot for e in executors), key=str) == [0, 1], "one executor in each slot"
     assert all(e.node == NODE and e.running for e in executors), executors
     assert history.refused() == {}, "the kubelet admitted every pod"
-    assert "Pi is roughly 3.1" in driver_log(spark.node, "patient-driver")
+    assert "Pi is roughly 3.1" in log, log[-2000:]
     wait_for("real ghosts back in both slots", lambda: real_ghosts(spark, NAMESPACE), timeout=90)
 
 
