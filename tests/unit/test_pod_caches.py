@@ -125,4 +125,4 @@ def test_an_executor_going_wakes_its_testbed_a_moment_later_and_its_other_pods_a
     assert (seen.now, seen.later) == ([[("ns", "tb")]] * 3, [])
 
     testbed._pod_changed(going, {})
-    assert seen.later == [([("ns", "tb")], testbed.REPLACEMENT_SECONDS)]
+    assert (len(seen.now), seen.later) == (3, [([("ns", "tb")], testbed.REPLACEMENT_SECONDS)])
