@@ -243,8 +243,8 @@ func (a *podAdmission) refusal(c *PodController, nodeName string, requests podRe
 
 // refuse writes the kubelet's refusal into the pod's status (for this pod only: its UID in the patch) and tells
 // it as the kubelet does, in a Warning Event. While the API server is away or busy (no answer, 429, 5xx) the
-// write is tried again, each wait twice the last up to 5 s; any other answer ends it (404: the pod is gone; 409:
-// another pod has its name).
+// write is tried again, each wait twice the last up to 5 s; any other answer ends it (the pod is gone, or a pod
+// made since under its name refuses the UID).
 func (c *PodController) refuse(ctx context.Context, pod *corev1.Pod, reason, message string) {
 	logger := log.FromContext(ctx).With("pod", log.KObj(pod), "node", pod.Spec.NodeName)
 	data, err := json.Marshal(map[string]any{
