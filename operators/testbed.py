@@ -31,7 +31,7 @@ from esi.decisions.testbed_lifecycle import (
 )
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.objects.names import ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL, testbed_of
+from esi.objects.names import TESTBED_LABEL, is_executor, testbed_of
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState, testbed_name
@@ -150,7 +150,7 @@ def _pod_changed(pod: RawPod | None, indexes: Mapping[str, Any]) -> None:
     labels = labels_of(pod)
     if TESTBED_LABEL in labels:
         testbed = [(namespace_of(pod), labels[TESTBED_LABEL])]
-        if labels.get(ROLE_LABEL) == ROLE_EXECUTOR and (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if is_executor(labels) and (pod.get("metadata") or {}).get("deletionTimestamp"):
             _wakeups.wake_later(testbed, REPLACEMENT_SECONDS)
         else:
             _wakeups.wake(testbed)

@@ -213,6 +213,13 @@ def driver_log(node: RealNode, pod: str) -> str:
     return "".join(p.read_text() for p in sorted(node.pod_logs.glob(f"{NAMESPACE}_{pod}_*/*/*.log")))
 
 
+def free_the_real_node(cluster: LocalCluster) -> None:
+    """What the tests before left on the first real node goes: their Schedulings, and Testbed ``tb`` with its
+    ghosts (deleted by the garbage collector after it)."""
+    cluster.kubectl("delete", "-n", NAMESPACE, "schedulings", "--all", "--wait=true", "--timeout=90s")
+    cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "tb", "--ignore-not-found", "--wait=true", "--timeout=90s")
+
+
 def test_sparkpi_runs_in_its_slots_on_a_real_node_and_a_failing_driver_is_retried(
     real_spark: RealSpark, history: PodHistory, record_property: Callable[[str, object], None]
 ) -> None:
@@ -351,9 +358,8 @@ def test_a_job_waits_while_a_pod_holds_a_slots_room_on_the_real_node_and_runs_on
     slot, and no driver is started. Once the pod is gone the slot gets its ghost back, and the job runs in both
     slots — the real kubelet admitting every pod."""
     spark, cluster = real_spark, real_spark.cluster
-    cluster.kubectl("delete", "-n", NAMESPACE, "schedulings", "--all", "--wait=true", "--timeout=90s")
-    cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "tb", "--ignore-not-found", "--wait=true", "--timeout=90s")
-    # 1500m of the node's 2 cpu: room for one 500m slot (the former Testbed's ghosts go first).
+    free_the_real_node(cluster)
+    # 1500m of the node's 2 cpu: room for one 500m slot (it runs once the former Testbed's ghosts are gone).
     create_in(cluster, NAMESPACE, sleeping_pod("holder", spark.image, {"cpu": "1500m", "memory": "64Mi"}))
     wait_for(
         "the other pod to run on the real node", lambda: history.pods.get("holder", PodLife({}, 0)).running, timeout=120
@@ -519,9 +525,7 @@ def test_two_jobs_share_two_real_nodes_each_with_a_slot_on_both(real_spark: Real
     node by a slot list: each job's executors run on both nodes, beside the other job's, and each run records
     both nodes and the other job as co-located."""
     spark, cluster = real_spark, real_spark.cluster
-    # The first node's room: what the tests before left holds it.
-    cluster.kubectl("delete", "-n", NAMESPACE, "schedulings", "--all", "--wait=true", "--timeout=90s")
-    cluster.kubectl("delete", "-n", NAMESPACE, "testbed", "tb", "--ignore-not-found", "--wait=true", "--timeout=90s")
+    free_the_real_node(cluster)
     second = RealNode(cluster, RealNodeSpec(SECOND_NODE, cpu="2", memory="3584Mi", labels={SHARED_LABEL: "1"}))
     second.start()
     images.import_image(spark_image(), second.containerd_socket)
