@@ -31,7 +31,7 @@ from esi.decisions.testbed_lifecycle import (
 )
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.objects.names import TESTBED_LABEL, is_executor, testbed_of
+from esi.objects.names import TESTBED_LABEL, testbed_of
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState, testbed_name
@@ -58,13 +58,6 @@ __all__: list[str] = []
 TestbedKey = tuple[str, str]
 _ZERO = Quantity(0)  # immutable: one for every sum
 _wakeups = Wakeups("testbed")
-
-# An executor going is decided on this much later. Its application asks for a replacement soon (the simulator
-# within milliseconds, Spark's driver at its next allocation round): decided before the replacement's pod is seen,
-# the slot gets a ghost back while the extender may be binding the replacement into it, and the kubelet refuses
-# whichever of the two comes second. Decided once the replacement is seen, the slot waits for it without a ghost.
-# This narrows the race, it does not close it: a replacement made about this much later still meets it.
-REPLACEMENT_SECONDS = 0.5
 
 
 # --- caches ------------------------------------------------------------------------------------------
@@ -100,7 +93,7 @@ def _reserved(
     if not testbed:
         return {}
     held = [
-        Reservation(name, job["name"], tuple(job.get("slots", [])))
+        Reservation(name, job["name"], tuple(job.get("slots", [])), started=not state.queued)
         for job in status.get("jobs", [])
         if (state := state_named(JobState, job.get("state"))) is not None and state.holds_slots and job.get("slots")
     ]
@@ -149,11 +142,7 @@ def _pod_changed(pod: RawPod | None, indexes: Mapping[str, Any]) -> None:
         return
     labels = labels_of(pod)
     if TESTBED_LABEL in labels:
-        testbed = [(namespace_of(pod), labels[TESTBED_LABEL])]
-        if is_executor(labels) and (pod.get("metadata") or {}).get("deletionTimestamp"):
-            _wakeups.wake_later(testbed, REPLACEMENT_SECONDS)
-        else:
-            _wakeups.wake(testbed)
+        _wakeups.wake([(namespace_of(pod), labels[TESTBED_LABEL])])
     elif node := (pod.get("spec") or {}).get("nodeName"):
         view = first(testbed_nodes.of(indexes).get(str(node)))
         _wakeups.wake(None if view is None else testbeds_of_node(view.labels, testbeds_by_label.of(indexes)))

@@ -11,7 +11,8 @@ executor into the room the ghost held.
 The Binding carries the slot as an annotation, which the API server copies onto the pod in the binding's own
 write: the executor is never on its node without its slot recorded. Between the ghost's deletion and the
 binding the Testbed puts no ghost back, because the executor's job has an executor the scheduler has yet to
-place (``esi.decisions.testbed_lifecycle``).
+place, and a slot vacated while its job's application runs gets no ghost until the job ends
+(``esi.decisions.testbed_lifecycle``).
 
 A deletion, not an eviction: a ghost has no PodDisruptionBudget to honour, and an eviction costs the API
 server a second write (it marks the pod ``DisruptionTarget`` before deleting it) and every pod watcher a

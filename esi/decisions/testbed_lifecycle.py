@@ -16,7 +16,11 @@ requests are the slot size — except a slot whose ghost is gone while an execut
 ghost made way for that executor (the extender's bind deleted it, or a preemption evicted it), and a new
 one would take the room back. Such an executor either carries the slot already (recorded before a
 preemption) or carries none until the Binding records it; for the latter, no reserved slot of its job gets a
-ghost while the job has an executor the scheduler has yet to place. A slot's ghost is a pod of role ghost on
+ghost while the job has an executor the scheduler has yet to place. Nor does a reserved slot whose job's
+application is created get a ghost back (until the job ends): its application may replace an executor there at
+any moment, the extender deletes only a ghost it has seen, and a ghost made while the extender binds the
+replacement could reach the kubelet first, which would then refuse the executor. (On a shared node nothing holds
+such a slot's room meanwhile.) A slot's ghost is a pod of role ghost on
 that node carrying that slot id, not terminating and not finished. The shell
 names a ghost after the testbed, node and slot id, so a creation is idempotent; for the same reason no ghost
 is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
@@ -33,7 +37,8 @@ Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
   there (a kubelet would refuse either). Finished pods do not count against capacity.
 * Finished executors (Succeeded/Failed) no longer hold their slot once their kubelet has let go of them
   (``room_held_until``: when deleted, else shortly after their last container ended): the slot is then Free
-  and gets a ghost again. Such pods are left for their application's owner to remove; they are not a
+  and gets a ghost again (one still reserved for a job whose application is created waits for the job's end).
+  Such pods are left for their application's owner to remove; they are not a
   problem.
 * A reserved slot without an executor is ``InUse``, not an error, and there is no pause while pods are
   being placed: the decision is the same whenever it runs.
@@ -200,6 +205,7 @@ class Reservation:
     scheduling: str
     job: str
     slots: tuple[int, ...]
+    started: bool = False  # the job's application is created: its executors may come at any moment
 
 
 @dataclass(frozen=True)
@@ -346,8 +352,8 @@ def _fill(
 ) -> tuple[list[Slot], list[int], list[CreateGhost]]:
     """Each slot's row of the table, the slots that wait for a ghost, and the ghosts to create for them: none
     in a slot whose room other pods hold (``no_room``), none while the slot's previous ghost is terminating
-    (``blocked``), none in a slot reserved for a job that has an executor waiting for the scheduler
-    (``awaited``)."""
+    (``blocked``), none in a slot reserved for a job whose application is created (``Reservation.started``) or
+    that has an executor waiting for the scheduler (``awaited``)."""
     slots: list[Slot] = []
     missing: list[int] = []
     creations: list[CreateGhost] = []
@@ -360,7 +366,7 @@ def _fill(
             continue
         missing.append(place.id)
         reservation = reserved.get(place.id)
-        if reservation is not None and reservation.job in awaited:
+        if reservation is not None and (reservation.started or reservation.job in awaited):
             continue
         if place.id not in no_room and place.id not in blocked:
             creations.append(CreateGhost(place.id, place.node_name, place.position, size))

@@ -50,9 +50,15 @@ def test_kopf_calls_every_index_in_its_event_loop_not_a_thread() -> None:
 
 def test_an_index_registered_by_kopf_answers_what_its_function_answers() -> None:
     handler = next(h for h in kopf.get_default_registry()._indexing.get_all_handlers() if h.id == "reservations")
-    status = {"jobs": [{"name": "job-a", "state": "Reserved", "slots": [3, 4]}]}
+    status = {
+        "jobs": [
+            {"name": "job-a", "state": "Reserved", "slots": [3, 4]},
+            {"name": "job-b", "state": "Running", "slots": [5]},
+            {"name": "job-c", "state": "Succeeded", "slots": [6]},
+        ]
+    }
     fn: Any = handler.fn
 
     found = asyncio.run(fn(name="s", namespace="ns", spec={"testbed": {"name": "tb"}}, status=status))
 
-    assert found == {("ns", "tb"): (Reservation("s", "job-a", (3, 4)),)}
+    assert found == {("ns", "tb"): (Reservation("s", "job-a", (3, 4)), Reservation("s", "job-b", (5,), started=True))}

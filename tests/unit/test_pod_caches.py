@@ -8,12 +8,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import pytest
 from kopf._cogs.aiokits.aioenums import FlagSetter
 from kopf._core.intents.stoppers import DaemonStoppingReason
 
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, TESTBED_LABEL
-from operators import testbed
 from operators.batchjob import executors_on_nodes
 from operators.pods import PodIndex, Pods, RawPod
 from operators.testbed import pods_on_nodes, testbed_pods
@@ -92,37 +90,3 @@ def test_the_reconcilers_indexes_read_a_pod_as_the_api_server_sent_it() -> None:
     assert executors_on_nodes.contributes(executor) == {"n1": ("ns", "j")}
     assert executors_on_nodes.contributes(finished) == {}
     assert executors_on_nodes.contributes(pod("p", **{ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: "j"})) == {}
-
-
-class WakeupsSeen:
-    """Stands in for a reconciler's ``Wakeups``: what it was asked to wake, at once or later."""
-
-    def __init__(self) -> None:
-        self.now: list[object] = []
-        self.later: list[tuple[object, float]] = []
-
-    def wake(self, keys: Any = None, *, at_once: bool = False) -> None:
-        self.now.append(keys)
-
-    def wake_later(self, keys: Any, seconds: float) -> None:
-        self.later.append((keys, seconds))
-
-
-def test_an_executor_going_wakes_its_testbed_a_moment_later_and_its_other_pods_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Decided a moment later, the Testbed sees the replacement its application asks for and puts no ghost back
-    # into the slot the extender binds the replacement into.
-    seen = WakeupsSeen()
-    monkeypatch.setattr(testbed, "_wakeups", seen)
-    executor = pod("e", node="n1", phase="Running", **{ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: "tb", JOB_LABEL: "j"})
-    going = {**executor, "metadata": {**executor["metadata"], "deletionTimestamp": "2026-11-27T14:00:00Z"}}
-    ghost = pod("g", node="n1", phase="Running", **{ROLE_LABEL: ROLE_GHOST, TESTBED_LABEL: "tb"})
-    gone_ghost = {**ghost, "metadata": {**ghost["metadata"], "deletionTimestamp": "2026-11-27T14:00:00Z"}}
-
-    for changed in (executor, ghost, gone_ghost):
-        testbed._pod_changed(changed, {})
-    assert (seen.now, seen.later) == ([[("ns", "tb")]] * 3, [])
-
-    testbed._pod_changed(going, {})
-    assert (len(seen.now), seen.later) == (3, [([("ns", "tb")], testbed.REPLACEMENT_SECONDS)])

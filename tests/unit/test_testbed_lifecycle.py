@@ -465,6 +465,23 @@ def test_a_reserved_slot_gets_no_ghost_while_its_job_has_an_executor_the_schedul
     assert created(given_up) == [(0, "node-1", 0)], "no executor coming: the ghost holds the room again"
 
 
+def test_a_reserved_slot_of_a_started_job_gets_no_ghost_back_until_the_job_ends() -> None:
+    # Its application may replace the executor at any moment, before its pod is seen here; a ghost made
+    # meanwhile could reach the kubelet before the replacement the extender binds there.
+    started = Reservation("sched-a", "job-a", (0,), started=True)
+    failed = executor("e0", "node-1", 0, phase=PodPhase.FAILED)
+
+    running = decide(NODES, [*SETTLED[1:], failed], reservations=[started])
+    assert created(running) == []
+    assert (running.status.slots[0].state, running.status.slots[0].pod) == (SlotState.RESERVED, None)
+
+    other_slots = decide(NODES, SETTLED[2:], reservations=[started])
+    assert created(other_slots) == [(1, "node-2", 0)], "only the started job's own slots wait without a ghost"
+
+    ended = decide(NODES, [*SETTLED[1:], failed], status=running.status)
+    assert created(ended) == [(0, "node-1", 0)]
+
+
 # --- size tolerance (scenario 18, docs/compatibility.md#size-tolerance) ---------------------------------
 
 
