@@ -125,10 +125,10 @@ class PodHistory(Watcher[Pod]):
     def refused(self) -> dict[str, set[str]]:
         """Pods other than ghosts the kubelet refused to admit, with its reasons.
 
-        Ghosts are left out: once, under the loaded suite, a ghost made right after its slot's executor went
-        was refused OutOfmemory — the kubelet still counted a pod the API server no longer had, as we read it
-        (not reproduced alone) — and the Testbed made it again. Executors, drivers and JobManagers are never
-        to be refused."""
+        Ghosts are left out: a ghost the Testbed makes on a view that lacks the executor just bound into its
+        slot is refused by the kubelet (the executor came first), and the Testbed makes it again once the slot
+        is free (once seen under the loaded suite). Executors, drivers and JobManagers are never to be
+        refused."""
         return {
             name: life.reasons & ADMISSION_REFUSALS
             for name, life in self.pods.items()

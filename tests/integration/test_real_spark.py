@@ -361,40 +361,43 @@ def test_a_job_waits_while_a_pod_holds_a_slots_room_on_the_real_node_and_runs_on
     free_the_real_node(cluster)
     # 1500m of the node's 2 cpu: room for one 500m slot (it runs once the former Testbed's ghosts are gone).
     create_in(cluster, NAMESPACE, sleeping_pod("holder", spark.image, {"cpu": "1500m", "memory": "64Mi"}))
-    wait_for(
-        "the other pod to run on the real node", lambda: history.pods.get("holder", PodLife({}, 0)).running, timeout=120
-    )
+    try:
+        wait_for(
+            "the other pod to run on the real node",
+            lambda: history.pods.get("holder", PodLife({}, 0)).running,
+            timeout=120,
+        )
 
-    testbed = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
-    create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "tb"}})
+        testbed = testbed_manifest(nodeLabel=NODE_LABEL, slotsPerNode=2, resourcesPerSlot=SLOT)
+        create_in(cluster, NAMESPACE, testbed | {"metadata": {"name": "tb"}})
 
-    def slot_without_room() -> dict[str, Any] | None:
-        table = status(cluster, "testbed", "tb")
-        ghosts = {s["id"] for s in table.get("slots", []) if s.get("pod")}
-        without = [s for s in table.get("slots", []) if s.get("noRoom")]
-        return without[0] if len(without) == 1 and len(ghosts) == 1 else None
+        def slot_without_room() -> dict[str, Any] | None:
+            table = status(cluster, "testbed", "tb")
+            ghosts = {s["id"] for s in table.get("slots", []) if s.get("pod")}
+            without = [s for s in table.get("slots", []) if s.get("noRoom")]
+            return without[0] if len(without) == 1 and len(ghosts) == 1 else None
 
-    lacking = wait_for("one slot with a ghost, the other without room", slot_without_room, timeout=90)
-    assert lacking["noRoom"].startswith(f"other pods on node {NODE} request 1500m cpu and 64Mi memory"), lacking
-    assert lacking["noRoom"].endswith("room for 1 of its 2 slots"), lacking
-    ghosts = spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST})
-    held = {(g.metadata.annotations or {}).get(SLOT_ANNOTATION) for g in ghosts if g.metadata}
-    assert held == {str(1 - lacking["id"])}, f"a ghost in the slot with room alone: {held}"
+        lacking = wait_for("one slot with a ghost, the other without room", slot_without_room, timeout=90)
+        assert lacking["noRoom"].startswith(f"other pods on node {NODE} request 1500m cpu and 64Mi memory"), lacking
+        assert lacking["noRoom"].endswith("room for 1 of its 2 slots"), lacking
+        ghosts = spark.client.list(Pod, namespace=NAMESPACE, labels={ROLE_LABEL: ROLE_GHOST})
+        held = {(g.metadata.annotations or {}).get(SLOT_ANNOTATION) for g in ghosts if g.metadata}
+        assert held == {str(1 - lacking["id"])}, f"a ghost in the slot with room alone: {held}"
 
-    create_in(cluster, NAMESPACE, sparkpi_job(spark, "patient"))
-    create_in(cluster, NAMESPACE, scheduling("patient", ["patient", "patient"]))
-    waiting = wait_for(
-        "the Scheduling to say what it waits for",
-        lambda: "room" in (why := status(cluster, "scheduling", "patient").get("waitingFor") or "") and why,
-        timeout=60,
-    )
-    assert waiting == (
-        f"slots for job patient (it needs 2, 1 of the testbed's slots are free; "
-        f"other pods hold the room of slot {lacking['id']} (see the testbed's slots))"
-    )
-    assert "patient-driver" not in history.pods, "no driver is started while the job waits"
-
-    cluster.kubectl("delete", "-n", NAMESPACE, "pod", "holder", "--wait=false")
+        create_in(cluster, NAMESPACE, sparkpi_job(spark, "patient"))
+        create_in(cluster, NAMESPACE, scheduling("patient", ["patient", "patient"]))
+        waiting = wait_for(
+            "the Scheduling to say what it waits for",
+            lambda: "room" in (why := status(cluster, "scheduling", "patient").get("waitingFor") or "") and why,
+            timeout=60,
+        )
+        assert waiting == (
+            f"slots for job patient (it needs 2, 1 of the testbed's slots are free; "
+            f"other pods hold the room of slot {lacking['id']} (see the testbed's slots))"
+        )
+        assert "patient-driver" not in history.pods, "no driver is started while the job waits"
+    finally:  # its room back, also for the tests after this one if this one failed
+        cluster.kubectl("delete", "-n", NAMESPACE, "pod", "holder", "--ignore-not-found", "--wait=false")
     try:
         wait_for("the Scheduling to complete", completed(cluster, "patient"), timeout=300)
         log = driver_log(spark.node, "patient-driver")  # before the Scheduling goes, and its driver with it
