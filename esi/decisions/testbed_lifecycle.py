@@ -364,10 +364,10 @@ def _fill(
         slots.append(slot)
         if slot.state == SlotState.OCCUPIED or ghost is not None or _being_placed(given):
             continue
-        missing.append(place.id)
         reservation = reserved.get(place.id)
         if reservation is not None and (reservation.started or reservation.job in awaited):
-            continue
+            continue  # kept for its job's executor, not waiting for a ghost
+        missing.append(place.id)
         if place.id not in no_room and place.id not in blocked:
             creations.append(CreateGhost(place.id, place.node_name, place.position, size))
     return slots, missing, creations

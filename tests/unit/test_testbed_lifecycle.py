@@ -454,6 +454,9 @@ def test_a_reserved_slot_gets_no_ghost_while_its_job_has_an_executor_the_schedul
     waiting = decide(NODES, [*SETTLED[1:], failed, replacement], reservations=[reservation])
     assert created(waiting) == [], "the room stays free for the replacement, which the filter alone may place"
     assert waiting.status.slots[0].state == SlotState.RESERVED
+    slots_ready = find_condition(waiting.status.conditions, "SlotsReady")
+    assert slots_ready is not None
+    assert slots_ready.status == ConditionStatus.TRUE
 
     placed = decide(
         NODES, [*SETTLED[1:], failed, replace(replacement, node_name="node-1", slot=0)], reservations=[reservation]
@@ -474,6 +477,9 @@ def test_a_reserved_slot_of_a_started_job_gets_no_ghost_back_until_the_job_ends(
     running = decide(NODES, [*SETTLED[1:], failed], reservations=[started])
     assert created(running) == []
     assert (running.status.slots[0].state, running.status.slots[0].pod) == (SlotState.RESERVED, None)
+    slots_ready = find_condition(running.status.conditions, "SlotsReady")
+    assert slots_ready is not None
+    assert slots_ready.status == ConditionStatus.TRUE, "kept for the job's executor, the slot waits for no ghost"
 
     other_slots = decide(NODES, SETTLED[2:], reservations=[started])
     assert created(other_slots) == [(1, "node-2", 0)], "only the started job's own slots wait without a ghost"
