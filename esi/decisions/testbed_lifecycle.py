@@ -22,8 +22,9 @@ any moment, the extender deletes only a ghost it has seen, and a ghost made whil
 replacement could reach the kubelet first, which would then refuse the executor. (On a shared node nothing holds
 such a slot's room meanwhile.) A slot's ghost is a pod of role ghost on that node carrying that slot id, not
 terminating and not finished. The shell names a ghost after the testbed, node and slot id, so a creation is
-idempotent; for the same reason no ghost is created while that slot's previous ghost is terminating. The shell deletes before it creates; a creation
-that still meets the ghost it replaces fails harmlessly and is decided again on the next pod event.
+idempotent; for the same reason no ghost is created while that slot's previous ghost is terminating. The shell
+deletes before it creates; a creation that still meets the ghost it replaces fails harmlessly and is decided
+again on the next pod event.
 
 Rules (docs/compatibility.md#executors-kept, #capacity and #testbed-states):
 
