@@ -552,21 +552,37 @@ class LocalCluster:
         return self.directory / "processes"
 
     def start_process(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
-        """Start a component of this cluster in the background, output to ``logs/<name>.log``; its pid.
-
-        A shell starts it in a session of its own and exits at once, so the component is nobody's child: it
-        outlives this Python process (and its process group), and no zombie of it can linger here.
-        """
+        """Start a component of this cluster in the background (``_launch``), output to ``logs/<name>.log``; its
+        pid."""
         if self.process_running(name):
             raise ClusterError(f"{name} is already running for cluster {self.name!r}")
         self._processes_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        # setsid: a session of its own, so that whoever started it (a Pulumi provider plugin, which its host
-        # ends with its whole process group) can go without taking it along.
-        launcher = 'log=$1; shift; setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
-        pid = int(_run(["sh", "-c", launcher, "sh", self.logs_dir / f"{name}.log", *argv], env=env))
+        pid = _launch(argv, log=self.logs_dir / f"{name}.log", env=env)
         (self._processes_dir / f"{name}.pid").write_text(str(pid))
         return pid
+
+    def crash_and_restart(self, component: str) -> None:
+        """Kill one of the control plane's processes (SIGKILL: a crash) and start it again as it was started (its
+        command line, environment and directory; output appended to its log), the others running on: a
+        kube-apiserver that comes back without the watches it served, whose clients must take up again."""
+        pid_file = self._control_plane_pids_dir / f"{component}.pid"
+        pid = _read_pid(pid_file)
+        if pid is None or not process_alive(pid):
+            raise ClusterError(f"{component} does not run in cluster {self.name!r}")
+        proc = Path("/proc") / str(pid)
+        argv = [arg.decode() for arg in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
+        env = dict(
+            entry.decode().split("=", 1) for entry in (proc / "environ").read_bytes().split(b"\0") if b"=" in entry
+        )
+        cwd = Path(os.readlink(proc / "cwd"))
+        # Under the lock of creates until it serves again: no cluster created meanwhile takes the port it let go.
+        with commands.exclusive(KWOKCTL_LOCK):
+            os.kill(pid, signal.SIGKILL)
+            _await_exit([pid])
+            pid_file.write_text(str(_launch(argv, log=self.logs_dir / f"{component}.log", env=env, cwd=cwd)))
+            if component == "kube-apiserver":
+                self._wait_for_api(timeout=60)
 
     def await_process(self, name: str, ready: Callable[[], bool], *, timeout: float, what: str) -> None:
         """Wait until ``ready()`` for the process ``name`` (``what`` names it in errors). ``ClusterError`` naming
@@ -607,6 +623,20 @@ class LocalCluster:
 
     def _pid(self, name: str) -> int | None:
         return _read_pid(self._processes_dir / f"{name}.pid")
+
+
+def _launch(
+    argv: Sequence[str | os.PathLike[str]], *, log: Path, env: Mapping[str, str] | None, cwd: Path | None = None
+) -> int:
+    """Start ``argv`` in the background (in ``cwd``), output appended to ``log``; its pid.
+
+    A shell starts it in a session of its own and exits at once, so the process is nobody's child: it outlives
+    this Python process (and its process group), and no zombie of it can linger here.
+    """
+    # setsid: a session of its own, so that whoever started it (a Pulumi provider plugin, which its host ends
+    # with its whole process group) can go without taking it along.
+    launcher = 'cd "$1" || exit 1; log=$2; shift 2; setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
+    return int(_run(["sh", "-c", launcher, "sh", cwd or Path.cwd(), log, *argv], env=env))
 
 
 def _read_pid(pid_file: Path) -> int | None:

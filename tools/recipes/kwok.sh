@@ -117,7 +117,10 @@ PATCH
 step "patch kwok: admit a pod as the kubelet does, or refuse it in the kubelet's words"
 # KWOK ran whatever was bound to its nodes, however large; a kubelet first admits a pod against the requests of
 # the pods it admitted before (OutOfcpu, OutOfmemory, OutOfpods). test_real_nodes holds the two to the same
-# answer for the same pod.
+# answer for the same pod. The account follows the pods' watch as the kubelet's follows its own: a watch that ended
+# goes on from where it ended (kwok's started again from "0", which sends no deletion of what went in the gap), and
+# a listing (the API server no longer had that place: it restarted, or compacted past it) is sent first as a whole
+# (Listed), so that a pod gone meanwhile leaves the account.
 cat >"$src/pkg/kwok/controllers/pod_admission.go" <<'GO'
 package controllers
 
@@ -188,6 +191,34 @@ func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
 	on[pod.UID] = requests
 	a.mu.Unlock()
 	return true
+}
+
+// listed keeps, of the pods judged, those a listing of every pod found; the others are gone, their room with
+// them. A listing comes when the watch lost its place (the API server restarted, or compacted past it), and a pod
+// deleted meanwhile sent no deletion: the kubelet likewise takes its source's full set after a relist.
+func (c *PodController) listed(ctx context.Context, pods []*corev1.Pod) {
+	there := make(map[types.UID]bool, len(pods))
+	for _, pod := range pods {
+		there[pod.UID] = true
+	}
+	a := &admission
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	gone := 0
+	for _, on := range a.admitted {
+		for uid := range on {
+			if !there[uid] {
+				delete(on, uid)
+				gone++
+			}
+		}
+	}
+	for uid := range a.judged {
+		if !there[uid] {
+			delete(a.judged, uid)
+		}
+	}
+	log.FromContext(ctx).Info("Pods listed", "count", len(pods), "gone", gone)
 }
 
 // forget lets a deleted pod's room go.
@@ -307,7 +338,7 @@ GO
 patch --quiet -d "$src" -p1 <<'PATCH'
 --- a/pkg/kwok/controllers/pod_controller.go
 +++ b/pkg/kwok/controllers/pod_controller.go
-@@ -503,7 +503,7 @@
+@@ -554,7 +554,7 @@
  							"pod", log.KObj(pod),
  							"node", pod.Spec.NodeName,
  						)
@@ -316,7 +347,15 @@ patch --quiet -d "$src" -p1 <<'PATCH'
  						c.preprocessChan <- pod.DeepCopy()
  					}
  				} else {
-@@ -529,6 +529,8 @@
+@@ -574,12 +574,16 @@
+ 						nodeInfo.StartedContainer.Add(int64(len(pod.Spec.Containers)))
+ 					}
+ 				}
++			case informer.Listed:
++				c.listed(ctx, event.Listing)
+ 			case informer.Deleted:
+ 				pod := event.Object
+ 				if c.enableMetrics {
  					c.deletePodInfo(pod)
  				}
  				if c.need(pod) {
@@ -325,6 +364,62 @@ patch --quiet -d "$src" -p1 <<'PATCH'
  					// Recycling PodIP
  					c.recyclingPodIP(ctx, pod)
  
+--- a/pkg/utils/informer/event.go
++++ b/pkg/utils/informer/event.go
+@@ -35,6 +35,8 @@
+ 	Modified EventType = "MODIFIED"
+ 	Deleted  EventType = "DELETED"
+ 	Sync     EventType = "SYNC"
++	// Listed comes before the Sync events of a listing: Listing holds every object there is.
++	Listed EventType = "LISTED"
+ )
+ 
+ // Event represents a single event to a watched resource.
+@@ -46,6 +48,10 @@
+ 	//  * If Type is Added, Modified or Sync: the new state of the object.
+ 	//  * If Type is Deleted: the state of the object immediately before deletion.
+ 	Object T
++
++	// Listing is, if Type is Listed, every object the listing found: one not among them is gone, though its
++	// deletion was never sent (the watch lost its place, and the listing came after it).
++	Listing []T
+ }
+ 
+ // Watcher is an interface for objects that know how to watch resources.
+@@ -74,7 +80,9 @@
+ 	if o.FieldSelector != "" {
+ 		opts.FieldSelector = o.FieldSelector
+ 	}
+-	if !o.EnableListPager || o.EnableStreamWatch {
++	// A watch goes on from where the last one ended: from "0" it would send what there is, and no deletion of
++	// what went in between.
++	if (!o.EnableListPager || o.EnableStreamWatch) && opts.ResourceVersion == "" {
+ 		opts.ResourceVersion = "0"
+ 	}
+ }
+--- a/pkg/utils/informer/informer.go
++++ b/pkg/utils/informer/informer.go
+@@ -263,13 +263,17 @@
+ 			return nil
+ 		},
+ 		ReplaceFunc: func(list []any, resourceVersion string) error {
++			listing := make([]T, 0, len(list))
+ 			for _, obj := range list {
+ 				if ok, err := opt.filter(obj); err != nil {
+ 					return err
+-				} else if !ok {
+-					continue
++				} else if ok {
++					listing = append(listing, obj.(T))
+ 				}
+-				ch <- Event[T]{Type: Sync, Object: obj.(T)}
++			}
++			ch <- Event[T]{Type: Listed, Listing: listing}
++			for _, obj := range listing {
++				ch <- Event[T]{Type: Sync, Object: obj}
+ 			}
+ 			return nil
+ 		},
 PATCH
 go mod edit -replace "sigs.k8s.io/kwok=$src"
 
