@@ -141,6 +141,40 @@ def made_again_while_behind(
     return made.metadata.uid, get_or_none(client, Pod, name, namespace)
 
 
+def deleted_while_the_watch_was_lost(
+    cluster: LocalCluster, bound: Callable[[str], Any], behind: Callable[[], AbstractContextManager[None]]
+) -> tuple[str, str | None]:
+    """Pod ``first`` (``bound(name)``: a pod of that name in namespace default, bound to the node) runs; while the
+    node's agent is held back (``behind()``: a kubelet or KWOK paused), the store moves on, the API server crashes
+    and comes back without the pods' history from where the agent was (checked: a watch from there is refused),
+    and ``first`` is deleted. No deletion of it can reach the agent, which must list the pods again. Then pod
+    ``second``, which needs ``first``'s room, is made: the agent's answer, its (phase, reason) once Running or
+    Failed."""
+
+    def create(name: str) -> None:
+        cluster.kubectl("create", "-f", "-", input_text=json.dumps(bound(name).to_dict()))
+
+    def answer(name: str) -> tuple[str, str | None] | None:
+        status = json.loads(cluster.kubectl("get", "pod", name, "-o", "json"))["status"]
+        return (status["phase"], status.get("reason")) if status.get("phase") in {"Running", "Failed"} else None
+
+    def history_lost(resource_version: str) -> bool:
+        url = f"/api/v1/pods?watch=1&resourceVersion={resource_version}&timeoutSeconds=1"
+        return '"reason":"Expired"' in cluster.kubectl("get", "--raw", url)
+
+    create("first")
+    assert wait_for("the first pod to run", lambda: answer("first")) == ("Running", None)
+    with behind():
+        behind_at = json.loads(cluster.kubectl("get", "--raw", "/api/v1/pods"))["metadata"]["resourceVersion"]
+        cluster.kubectl("create", "configmap", "moved-on", "--from-literal=k=v")  # the store goes on (two writes),
+        cluster.kubectl("delete", "configmap", "moved-on")  # so the new API server's history starts after
+        cluster.crash_and_restart("kube-apiserver")
+        cluster.kubectl("delete", "pod", "first", "--grace-period=0", "--force")
+        assert history_lost(behind_at), "the new API server still has the history the agent's watch would go on from"
+    create("second")
+    return wait_for("the agent's answer to the second pod", lambda: answer("second"), timeout=120)
+
+
 def executor_pod(
     name: str,
     namespace: str,

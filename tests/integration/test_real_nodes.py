@@ -42,7 +42,14 @@ from infra.spark_operator import unavailable_reason as spark_operator_unavailabl
 from infra.toolchain import load_pins
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import get_or_none, made_again_while_behind, phase_of, pod, wait_for
+from tests.integration.kube import (
+    deleted_while_the_watch_was_lost,
+    get_or_none,
+    made_again_while_behind,
+    phase_of,
+    pod,
+    wait_for,
+)
 from tests.integration.real_stack import example_flink_rbac
 
 if (reason := unavailable_reason()) is not None:
@@ -189,6 +196,27 @@ def test_the_kubelet_gives_a_pod_made_again_none_of_the_old_ones_status(
     assert current is not None
     assert current.metadata.uid == uid
     assert (current.status.phase, current.status.hostIP, current.status.podIP) == ("Pending", None, None)
+
+
+def test_the_kubelet_lets_go_of_the_room_of_a_pod_deleted_while_its_watch_was_lost(tmp_path: Path, unique: str) -> None:
+    """test_control_plane's test of the same name, with a real kubelet: the API server crashes and comes back
+    without the pods' history from where the kubelet was, a pod of the kubelet's is deleted meanwhile, and the
+    next pod needing its room runs. A cluster of its own: its API server crashes."""
+    cluster = LocalCluster(f"relist-real-{unique}", workdir=tmp_path / "kwok")
+    try:
+        cluster.create()
+        node = RealNode(cluster, RealNodeSpec(f"relist-{unique}", cpu="1", memory="1Gi"))
+        node.start()
+        pause = images.pause_image().reference
+        resources = {"requests": {"cpu": "600m", "memory": "64Mi"}}
+
+        answer = deleted_while_the_watch_was_lost(
+            cluster, lambda name: pinned_pod(name, "default", node, pause, resources=resources), node.kubelet_paused
+        )
+
+        assert answer == ("Running", None)
+    finally:
+        cluster.delete()
 
 
 def test_a_pod_on_a_real_node_reaches_the_api_server(
