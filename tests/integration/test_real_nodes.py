@@ -199,9 +199,9 @@ def test_the_kubelet_gives_a_pod_made_again_none_of_the_old_ones_status(
 
 
 def test_the_kubelet_lets_go_of_the_room_of_a_pod_deleted_while_its_watch_was_lost(tmp_path: Path, unique: str) -> None:
-    """test_control_plane's test of the same name, with a real kubelet: the API server crashes and comes back
-    without the pods' history from where the kubelet was, a pod of the kubelet's is deleted meanwhile, and the
-    next pod needing its room runs. A cluster of its own: its API server crashes."""
+    """test_control_plane's test_kwok_lets_go_of_the_room_…, with a real kubelet: the API server crashes and comes
+    back without the pods' history from where the kubelet was, a pod of the kubelet's is deleted meanwhile, and
+    the next pod needing its room runs. A cluster of its own: its API server crashes."""
     cluster = LocalCluster(f"relist-real-{unique}", workdir=tmp_path / "kwok")
     try:
         cluster.create()
