@@ -562,27 +562,33 @@ class LocalCluster:
         (self._processes_dir / f"{name}.pid").write_text(str(pid))
         return pid
 
-    def crash_and_restart(self, component: str) -> None:
-        """Kill one of the control plane's processes (SIGKILL: a crash) and start it again as it was started (its
-        command line, environment and directory; output appended to its log), the others running on: a
-        kube-apiserver that comes back without the watches it served, whose clients must take up again."""
-        pid_file = self._control_plane_pids_dir / f"{component}.pid"
+    def crash_and_restart_api_server(self, *, timeout: float = 60) -> None:
+        """Kill its kube-apiserver (SIGKILL: a crash) and start it again as it was started (its command line,
+        environment and directory; output appended to its log), the other components running on, and wait until it
+        serves: it comes back without the watches it served, and their clients must take up again."""
+        pid_file = self._control_plane_pids_dir / "kube-apiserver.pid"
         pid = _read_pid(pid_file)
         if pid is None or not process_alive(pid):
-            raise ClusterError(f"{component} does not run in cluster {self.name!r}")
+            raise ClusterError(f"kube-apiserver does not run in cluster {self.name!r}")
         proc = Path("/proc") / str(pid)
         argv = [arg.decode() for arg in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
         env = dict(
             entry.decode().split("=", 1) for entry in (proc / "environ").read_bytes().split(b"\0") if b"=" in entry
         )
         cwd = Path(os.readlink(proc / "cwd"))
+        log = self.logs_dir / "kube-apiserver.log"
         # Under the lock of creates until it serves again: no cluster created meanwhile takes the port it let go.
         with commands.exclusive(KWOKCTL_LOCK):
             os.kill(pid, signal.SIGKILL)
             _await_exit([pid])
-            pid_file.write_text(str(_launch(argv, log=self.logs_dir / f"{component}.log", env=env, cwd=cwd)))
-            if component == "kube-apiserver":
-                self._wait_for_api(timeout=60)
+            pid_file.write_text(str(_launch(argv, log=log, env=env, cwd=cwd)))
+            try:
+                self._wait_for_api(timeout)
+            except ClusterError as err:
+                raise ClusterError(
+                    f"the kube-apiserver of cluster {self.name!r} did not serve again within {timeout:.0f}s of its "
+                    f"restart; see {log}\n{err}"
+                ) from err
 
     def await_process(self, name: str, ready: Callable[[], bool], *, timeout: float, what: str) -> None:
         """Wait until ``ready()`` for the process ``name`` (``what`` names it in errors). ``ClusterError`` naming

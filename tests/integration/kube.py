@@ -168,7 +168,7 @@ def deleted_while_the_watch_was_lost(
         behind_at = json.loads(cluster.kubectl("get", "--raw", "/api/v1/pods"))["metadata"]["resourceVersion"]
         cluster.kubectl("create", "configmap", "moved-on", "--from-literal=k=v")  # the store goes on (two writes),
         cluster.kubectl("delete", "configmap", "moved-on")  # so the new API server's history starts after
-        cluster.crash_and_restart("kube-apiserver")
+        cluster.crash_and_restart_api_server()
         cluster.kubectl("delete", "pod", "first", "--grace-period=0", "--force")
         assert history_lost(behind_at), "the new API server still has the history the agent's watch would go on from"
     create("second")
