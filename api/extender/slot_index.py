@@ -32,6 +32,7 @@ victim from ``preempt``, so the scheduler evicts nothing for it in vain.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,7 +91,10 @@ class SlotIndex:
         self._clock = clock
         self._lock = threading.Lock()
         self._slots: dict[TestbedKey, dict[int, IndexedSlot]] = {}
-        self._job_slots: dict[TestbedKey, dict[str, list[int]]] = {}  # job -> its slot ids, ascending
+        # job -> the slot ids of its own (reserved or used for it) that giving a slot must look at, ascending:
+        # those nobody holds, those held by a finished pod (letting go) and those without room. A slot an
+        # unfinished pod holds is left out, so a job of thousands of slots is not walked for each new executor.
+        self._open: dict[TestbedKey, dict[str, list[int]]] = {}
         self._slot_of: dict[str, tuple[TestbedKey, int]] = {}  # pod uid -> (testbed, slot id)
         self._pod_in: dict[tuple[TestbedKey, int], str] = {}  # (testbed, slot id) -> pod uid
         self._unrecorded: dict[str, tuple[str, str, int]] = {}  # pod uid -> (namespace, pod name, slot id)
@@ -100,15 +104,16 @@ class SlotIndex:
 
     def replace_testbed(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """The Testbed's current slot table (from its status and its ghost pods)."""
+        key = (namespace, name)
         table = {s.id: s for s in slots}
-        by_job: dict[str, list[int]] = {}
-        for slot_id in sorted(table):
-            job = table[slot_id].job
-            if job is not None and table[slot_id].state != SlotState.FREE:
-                by_job.setdefault(job, []).append(slot_id)
         with self._lock:
-            self._slots[(namespace, name)] = table
-            self._job_slots[(namespace, name)] = by_job
+            self._slots[key] = table
+            opened: dict[str, list[int]] = {}
+            for slot_id in sorted(table):
+                job = _job_of(table[slot_id])
+                if job is not None and self._is_open(key, table[slot_id]):
+                    opened.setdefault(job, []).append(slot_id)
+            self._open[key] = opened
 
     def update_slots(self, namespace: str, name: str, slots: Iterable[IndexedSlot]) -> None:
         """Some of the Testbed's slots anew: the same ids, states and jobs, only their ghosts changed (so which
@@ -116,12 +121,15 @@ class SlotIndex:
         with self._lock:
             table = self._slots.get((namespace, name))
             if table is not None:
-                table.update((slot.id, slot) for slot in slots if slot.id in table)
+                for slot in slots:
+                    if slot.id in table:
+                        table[slot.id] = slot
+                        self._reopen((namespace, name), slot.id)
 
     def remove_testbed(self, namespace: str, name: str) -> None:
         with self._lock:
             self._slots.pop((namespace, name), None)
-            self._job_slots.pop((namespace, name), None)
+            self._open.pop((namespace, name), None)
 
     def forget_pod(self, uid: str) -> None:
         """The pod is gone (or finished): its slot can be given again."""
@@ -148,6 +156,7 @@ class SlotIndex:
                 self._unbind(uid)
             elif uid in self._slot_of:
                 self._released_at[uid] = when
+                self._reopen(*self._slot_of[uid])
 
     def take_unrecorded(self, uid: str, *, ghostless: bool = False) -> tuple[str, str, int] | None:
         """The pod's binding if it is new (handed out once), as (namespace, pod name, slot id), to record;
@@ -182,6 +191,7 @@ class SlotIndex:
                 return False
             if released_at is not None:
                 self._released_at[uid] = released_at
+            self._reopen(*key)
         return True
 
     def slots(self, namespace: str, name: str) -> tuple[IndexedSlot, ...] | None:
@@ -260,7 +270,8 @@ class SlotIndex:
             return (None, _without_room(executor.testbed, given)) if given.no_room else (given, "")
         self._unbind(executor.uid)
         now, letting_go, crowded = self._clock(), [], []
-        for slot_id in self._job_slots[executor.testbed].get(executor.job, ()):
+        # Changes while walked only right before the return: the slot given leaves it.
+        for slot_id in self._open[executor.testbed].get(executor.job, ()):
             if slots[slot_id].no_room:
                 crowded.append(slots[slot_id])
                 continue
@@ -276,6 +287,7 @@ class SlotIndex:
             self._slot_of[executor.uid] = (executor.testbed, slot_id)
             self._pod_in[(executor.testbed, slot_id)] = executor.uid
             self._unrecorded[executor.uid] = (executor.testbed[0], executor.name, slot_id)
+            self._reopen(executor.testbed, slot_id)
             return slots[slot_id], ""
         if crowded and not letting_go:
             return None, _without_room(executor.testbed, crowded[0])
@@ -290,6 +302,26 @@ class SlotIndex:
         bound = self._slot_of.pop(uid, None)
         if bound is not None:
             self._pod_in.pop(bound, None)
+            self._reopen(*bound)
+
+    def _is_open(self, testbed: TestbedKey, slot: IndexedSlot) -> bool:
+        """Whether giving a slot of the slot's job must look at ``slot`` (see ``_open``)."""
+        holder = self._pod_in.get((testbed, slot.id))
+        return bool(slot.no_room) or holder is None or holder in self._released_at
+
+    def _reopen(self, testbed: TestbedKey, slot_id: int) -> None:
+        """Put slot ``slot_id`` of ``testbed`` into its job's open slots or take it out, as it is now."""
+        slot = self._slots.get(testbed, {}).get(slot_id)
+        job = None if slot is None else _job_of(slot)
+        if slot is None or job is None:
+            return
+        opened = self._open[testbed].setdefault(job, [])
+        at = bisect_left(opened, slot_id)
+        listed = at < len(opened) and opened[at] == slot_id
+        if self._is_open(testbed, slot) and not listed:
+            opened.insert(at, slot_id)
+        elif listed and not self._is_open(testbed, slot):
+            del opened[at]
 
 
 @dataclass(frozen=True)
@@ -345,6 +377,11 @@ def _binding_into(testbed: TestbedKey, slot_id: int, slot: IndexedSlot | None, n
     # No ghost seen here, but the Testbed may have made one a moment ago (a slot let go of by a finished
     # executor gets one at once if no executor of its job waits): the slot's ghost goes by its name.
     return BindPlan(slot_id, (ghost_name(testbed[1], slot_id), None))
+
+
+def _job_of(slot: IndexedSlot) -> str | None:
+    """The job among whose slots ``slot`` is counted: the one it is reserved for or used by."""
+    return slot.job if slot.state != SlotState.FREE else None
 
 
 def _without_room(testbed: TestbedKey, slot: IndexedSlot) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.extender.slot_index import BindPlan, IndexedSlot, SlotIndex
@@ -284,3 +285,126 @@ def test_an_executor_given_a_slot_before_its_room_was_taken_is_not_bound_there_u
 
     assert slots.filter(filter_args(executor_pod("e1"))).node_names == ["n1"]
     assert slots.plan_binding("uid-e1", "n1").slot == 1
+
+
+# A table of 8 slots on n0-n3: each slot reserved for job j or k, used by one, or free; with room or without.
+TABLES = st.lists(
+    st.tuples(
+        st.sampled_from([SlotState.FREE, SlotState.RESERVED, SlotState.OCCUPIED]), st.sampled_from("jk"), st.booleans()
+    ),
+    min_size=8,
+    max_size=8,
+).map(
+    lambda rows: [
+        IndexedSlot(
+            i, f"n{i % 4}", state, job=None if state == SlotState.FREE else job, no_room=CROWDED if crowded else None
+        )
+        for i, (state, job, crowded) in enumerate(rows)
+    ]
+)
+STEPS = st.one_of(
+    st.tuples(st.just("filter"), st.sampled_from("jjk")),
+    st.tuples(st.just("forget"), st.integers(0, 5)),
+    st.tuples(st.just("finish"), st.integers(0, 5), st.integers(-2, 4)),  # released so many seconds from now
+    st.tuples(st.just("restore"), st.integers(0, 2), st.integers(0, 7), st.none() | st.integers(-2, 4)),
+    st.tuples(st.just("wait"), st.integers(1, 3)),
+)
+
+
+class Replay:
+    """The index told a sequence of steps beside the rule it must follow, written out slot by slot: a new
+    executor gets its job's lowest slot with room that no pod holds, or whose finished pod has let go of it."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+        self.index = SlotIndex(clock=lambda: self.now)
+        self.table: list[IndexedSlot] = []
+        self.holders: dict[int, str] = {}  # slot id -> pod uid
+        self.released: dict[str, datetime] = {}  # pod uid -> when its finished pod lets go
+        self.pods = 0
+
+    def replace(self, table: list[IndexedSlot]) -> None:
+        self.table = table
+        self.index.replace_testbed("ns", "tb", table)
+
+    def filter(self, job: str) -> None:
+        uid, expected = f"uid-e{self.pods}", self._slot_for(job)
+        answer = self.index.filter(filter_args(executor_pod(f"e{self.pods}", job=job), ["n0", "n1", "n2", "n3"]))
+        self.pods += 1
+        assert self.index.slot_of(uid) == (None if expected is None else ("ns", "tb", expected))
+        assert answer.node_names == (None if expected is None else [f"n{expected % 4}"])
+        if expected is not None:
+            self._hold(expected, uid)
+
+    def forget(self, pod: int) -> None:
+        self.index.forget_pod(f"uid-e{pod}")
+        self._forget(f"uid-e{pod}")
+
+    def finish(self, pod: int, seconds: int) -> None:
+        uid, when = f"uid-e{pod}", self.now + timedelta(seconds=seconds)
+        self.index.release_at(uid, when)
+        if when <= self.now:
+            self._forget(uid)
+        elif uid in self.holders.values():
+            self.released[uid] = when
+
+    def restore(self, pod: int, slot_id: int, seconds: int | None) -> None:
+        uid, when = f"uid-r{pod}", None if seconds is None else self.now + timedelta(seconds=seconds)
+        finished = when is not None and when <= self.now
+        taken = self.index.restore(uid, "ns", "tb", slot_id, when)
+        assert taken == (self.holders.get(slot_id, uid) == uid or finished)
+        if finished:
+            self._forget(uid)
+        elif taken and self.holders.get(slot_id) != uid:
+            self._hold(slot_id, uid)
+        if taken and not finished and when is not None:
+            self.released[uid] = when
+
+    def wait(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def _slot_for(self, job: str) -> int | None:
+        for slot in self.table:
+            if slot.job == job and slot.state != SlotState.FREE and not slot.no_room:
+                holder = self.holders.get(slot.id)
+                if holder is None or self.released.get(holder, self.now + timedelta(days=1)) <= self.now:
+                    return slot.id
+        return None
+
+    def _hold(self, slot_id: int, uid: str) -> None:
+        self._forget(uid)
+        self.holders[slot_id] = uid
+
+    def _forget(self, uid: str) -> None:
+        self.holders = {s: h for s, h in self.holders.items() if h != uid}
+        self.released.pop(uid, None)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(TABLES, st.lists(STEPS, max_size=12)), min_size=1, max_size=4))
+def test_a_new_executor_gets_its_jobs_lowest_slot_with_room_that_no_unfinished_pod_holds(
+    rounds: list[tuple[list[IndexedSlot], list[tuple[Any, ...]]]],
+) -> None:
+    replay = Replay()
+    for table, steps in rounds:  # each round: the Testbed's table anew, then what the index is told
+        replay.replace(table)
+        for kind, *values in steps:
+            getattr(replay, kind)(*values)
+
+
+def test_a_slot_a_finished_pod_lets_go_of_is_given_once_it_has() -> None:
+    replay = Replay()
+    table = [IndexedSlot(0, "n0", SlotState.RESERVED, job="j"), IndexedSlot(1, "n1", SlotState.RESERVED, job="j")]
+    replay.replace(table)
+    replay.filter("j")  # e0 in slot 0
+    replay.restore(0, 1, None)  # r0 in slot 1, read back after a restart
+    replay.replace(table)
+    replay.restore(0, 1, 2)  # r0 has finished: it lets go of slot 1 in 2 s
+    replay.finish(0, 3)  # e0 lets go of slot 0 in 3 s
+    replay.filter("j")  # e1: none yet
+    replay.wait(2)
+    replay.filter("j")  # e2: slot 1
+    replay.wait(1)
+    replay.filter("j")  # e3: slot 0
+
+    assert replay.holders == {0: "uid-e3", 1: "uid-e2"}
