@@ -70,14 +70,21 @@ class AdmissionLedger:
         self._room_of = room_of
         self._nodes: dict[str, _Admitted] = {}
         self._judged: dict[str, str | None] = {}  # uid → the node it was admitted to, None: refused or not ours
+        self._listed_before = False
 
-    def listed(self, pods: Sequence[Mapping[str, Any]]) -> None:
-        """Every pod there is, as a listing found them (at the start, or after the watch lost its place): a pod
-        not among them is gone; one bound that this ledger has not judged is admitted as it is."""
+    def listed(self, pods: Sequence[Mapping[str, Any]]) -> list[Refusal]:
+        """Every pod there is, as a listing found them; what a kubelet would have refused of them. A pod not among
+        them is gone. At the first listing a bound pod is admitted as it is: what its kubelet said before this
+        ledger began is not known here. At a later one (the watch lost its place) the pods are taken oldest
+        first, as the kubelet takes the pods of a listing it has not seen: one not judged yet is judged now."""
         there = {_uid_and_node(pod)[0] for pod in pods}
         for uid in [uid for uid in self._judged if uid not in there]:
             self._free(uid)
             del self._judged[uid]
+        if self._listed_before:
+            oldest_first = sorted(pods, key=lambda pod: str(pod["metadata"].get("creationTimestamp", "")))
+            return [refusal for pod in oldest_first if (refusal := self.seen(pod)) is not None]
+        self._listed_before = True
         for pod in pods:
             uid, node = _uid_and_node(pod)
             if uid in self._judged or node is None or _finished(pod):
@@ -86,6 +93,7 @@ class AdmissionLedger:
                 self._admit(uid, node, pod)
             else:
                 self._judged[uid] = None
+        return []
 
     def seen(self, pod: Mapping[str, Any]) -> Refusal | None:
         """One version of a pod: judged when it is first seen bound; its room freed once it has finished."""
@@ -213,7 +221,8 @@ class KubeletAdmission:
                 if version is None:
                     listing = self._http.get("/api/v1/pods").raise_for_status().json()
                     with self._lock:
-                        self._ledger.listed(listing["items"])
+                        for refusal in self._ledger.listed(listing["items"]):
+                            self._refusals.setdefault(refusal.namespace, []).append(refusal)
                     version = listing["metadata"]["resourceVersion"]
                 version = self._watch(version)
             except (httpx2.TransportError, httpx2.HTTPStatusError) as err:

@@ -81,12 +81,26 @@ def test_pods_listed_are_admitted_as_they_are_and_other_nodes_are_left_alone() -
 
 def test_a_listing_after_the_watch_lost_its_place_replaces_the_account() -> None:
     admission = ledger()
+    admission.listed([])
     assert admission.seen(pod("a", cpu="2")) is None
-    admission.listed([pod("b", cpu="1", phase="Running")])  # a went meanwhile, b came
+    assert admission.listed([pod("b", cpu="1", phase="Running")]) == [], "a went meanwhile, b came and fits"
     assert admission.seen(pod("c", cpu="1")) is None, "a's room is free"
     refusal = admission.seen(pod("d", cpu="1"))
     assert refusal is not None, "b holds its room"
     assert "used: 2000" in refusal.message
+
+
+def test_pods_that_came_while_the_watch_had_lost_its_place_are_judged_oldest_first() -> None:
+    admission = ledger()
+    admission.listed([pod("a", cpu="1", phase="Running")])
+    late, early = pod("late", cpu="1"), pod("early", cpu="1", phase="Running")
+    late["metadata"]["creationTimestamp"] = "2026-11-27T10:00:02Z"
+    early["metadata"]["creationTimestamp"] = "2026-11-27T10:00:01Z"
+
+    refused = admission.listed([pod("a", cpu="1", phase="Running"), late, early])
+
+    assert [(r.pod, r.reason) for r in refused] == [("p-late", "OutOfcpu")], "a and early hold the room"
+    assert admission.listed([pod("a", cpu="1", phase="Running"), late, early]) == [], "each is judged once"
 
 
 def test_only_kwok_nodes_have_room_kept_here() -> None:
