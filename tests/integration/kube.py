@@ -141,15 +141,16 @@ def made_again_while_behind(
     return made.metadata.uid, get_or_none(client, Pod, name, namespace)
 
 
-def deleted_while_the_watch_was_lost(
+def while_the_watch_was_lost(
     cluster: LocalCluster, bound: Callable[[str], Any], behind: Callable[[], AbstractContextManager[None]]
-) -> tuple[str, str | None]:
+) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
     """Pod ``first`` (``bound(name)``: a pod of that name in namespace default, bound to the node) runs; while the
     node's agent is held back (``behind()``: a kubelet or KWOK paused), the store moves on, the API server crashes
     and comes back without the pods' history from where the agent was (checked: a watch from there is refused),
-    and ``first`` is deleted. No deletion of it can reach the agent, which must list the pods again. Then pod
-    ``second``, which needs ``first``'s room, is made: the agent's answer, its (phase, reason) once Running or
-    Failed."""
+    ``first`` is deleted, and pods ``older`` and then, a second later (creation times are in seconds), ``newer``
+    are made, each needing ``first``'s room. No deletion of ``first`` can reach the agent, which must list the pods
+    again; it then takes the two new pods at once. The agent's answers to ``older`` and ``newer``: each one's
+    (phase, reason) once Running or Failed. (Their names put ``newer`` first in a listing, which is by name.)"""
 
     def create(name: str) -> None:
         cluster.kubectl("create", "-f", "-", input_text=json.dumps(bound(name).to_dict()))
@@ -171,8 +172,13 @@ def deleted_while_the_watch_was_lost(
         cluster.crash_and_restart_api_server()
         cluster.kubectl("delete", "pod", "first", "--grace-period=0", "--force")
         assert history_lost(behind_at), "the new API server still has the history the agent's watch would go on from"
-    create("second")
-    return wait_for("the agent's answer to the second pod", lambda: answer("second"), timeout=120)
+        create("older")
+        time.sleep(1.1)
+        create("newer")
+    return (
+        wait_for("the agent's answer to the older pod", lambda: answer("older"), timeout=120),
+        wait_for("the agent's answer to the newer pod", lambda: answer("newer"), timeout=60),
+    )
 
 
 def executor_pod(

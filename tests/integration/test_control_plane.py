@@ -20,13 +20,13 @@ from infra.second_scheduler import SecondScheduler
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import (
-    deleted_while_the_watch_was_lost,
     get_or_none,
     made_again_while_behind,
     phase_of,
     pod,
     running_on,
     wait_for,
+    while_the_watch_was_lost,
 )
 from tests.integration.recording_extender import RecordingExtender, serve
 from tests.integration.test_testbed_reconciler import events
@@ -109,22 +109,26 @@ def test_kwok_admits_a_pod_as_a_kubelet_does_and_refuses_one_that_does_not_fit(
     assert client.get(Pod, "second", namespace=namespace).status.phase == "Failed", "a refused pod stays refused"  # type: ignore[union-attr]
 
 
-def test_kwok_lets_go_of_the_room_of_a_pod_deleted_while_its_watch_was_lost(tmp_path: Path, unique: str) -> None:
-    """The API server crashes and comes back while KWOK is behind, without the pods' history from where KWOK was,
-    and a pod of KWOK's node is deleted meanwhile: KWOK lists the pods again, and the pod's room is free again, as
-    a kubelet's is (test_real_nodes: the same with a real kubelet). An account that waited for the pod's deletion,
-    which never comes, would refuse the next pod needing the room. A cluster of its own: its API server crashes."""
+def test_kwok_after_a_lost_watch_frees_the_room_of_a_pod_gone_and_judges_the_new_pods_oldest_first(
+    tmp_path: Path, unique: str
+) -> None:
+    """The API server crashes and comes back while KWOK is behind, without the pods' history from where KWOK was; a
+    pod of KWOK's node is deleted meanwhile, and two pods each needing its room are made. KWOK lists the pods
+    again, as a kubelet does (test_real_nodes: the same with a real kubelet): the deleted pod's room is free, and
+    of the two new pods the older is admitted and the newer refused. An account that waited for the deletion, which
+    never comes, would refuse both; one that took the listing in its order (by name) would admit the newer. A
+    cluster of its own: its API server crashes."""
     cluster = LocalCluster(f"relist-{unique}", workdir=tmp_path / "kwok")
     try:
         cluster.create([NodeSpec("a", cpu="2")])
 
-        answer = deleted_while_the_watch_was_lost(
+        older, newer = while_the_watch_was_lost(
             cluster,
             lambda name: pod(name, "default", cpu="1500m", node_name="a"),
             lambda: cluster.paused("kwok-controller"),
         )
 
-        assert answer == ("Running", None)
+        assert (older, newer) == (("Running", None), ("Failed", "OutOfcpu"))
     finally:
         cluster.delete()
 

@@ -43,12 +43,12 @@ from infra.toolchain import load_pins
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import (
-    deleted_while_the_watch_was_lost,
     get_or_none,
     made_again_while_behind,
     phase_of,
     pod,
     wait_for,
+    while_the_watch_was_lost,
 )
 from tests.integration.real_stack import example_flink_rbac
 
@@ -198,10 +198,13 @@ def test_the_kubelet_gives_a_pod_made_again_none_of_the_old_ones_status(
     assert (current.status.phase, current.status.hostIP, current.status.podIP) == ("Pending", None, None)
 
 
-def test_the_kubelet_lets_go_of_the_room_of_a_pod_deleted_while_its_watch_was_lost(tmp_path: Path, unique: str) -> None:
-    """test_control_plane's test_kwok_lets_go_of_the_room_…, with a real kubelet: the API server crashes and comes
-    back without the pods' history from where the kubelet was, a pod of the kubelet's is deleted meanwhile, and
-    the next pod needing its room runs. A cluster of its own: its API server crashes."""
+def test_the_kubelet_after_a_lost_watch_frees_the_room_of_a_pod_gone_and_judges_the_new_pods_oldest_first(
+    tmp_path: Path, unique: str
+) -> None:
+    """test_control_plane's test_kwok_after_a_lost_watch_…, with a real kubelet: the API server crashes and comes
+    back without the pods' history from where the kubelet was, a pod of the kubelet's is deleted and two pods each
+    needing its room are made meanwhile; the older runs, the newer is refused. A cluster of its own: its API
+    server crashes."""
     cluster = LocalCluster(f"relist-real-{unique}", workdir=tmp_path / "kwok")
     try:
         cluster.create()
@@ -210,11 +213,11 @@ def test_the_kubelet_lets_go_of_the_room_of_a_pod_deleted_while_its_watch_was_lo
         pause = images.pause_image().reference
         resources = {"requests": {"cpu": "600m", "memory": "64Mi"}}
 
-        answer = deleted_while_the_watch_was_lost(
+        older, newer = while_the_watch_was_lost(
             cluster, lambda name: pinned_pod(name, "default", node, pause, resources=resources), node.kubelet_paused
         )
 
-        assert answer == ("Running", None)
+        assert (older, newer) == (("Running", None), ("Failed", "OutOfcpu"))
     finally:
         cluster.delete()
 

@@ -120,7 +120,8 @@ step "patch kwok: admit a pod as the kubelet does, or refuse it in the kubelet's
 # answer for the same pod. The account follows the pods' watch as the kubelet's follows its own: a watch that ended
 # goes on from where it ended (kwok's started again from "0", which sends no deletion of what went in the gap), and
 # a listing (the API server no longer had that place: it restarted, or compacted past it) is sent first as a whole
-# (Listed), so that a pod gone meanwhile leaves the account.
+# (Listed), so that a pod gone meanwhile leaves the account; the listed pods not judged yet are judged oldest first,
+# as the kubelet admits the pods it is given at once (a listing is in name order).
 cat >"$src/pkg/kwok/controllers/pod_admission.go" <<'GO'
 package controllers
 
@@ -129,6 +130,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -195,13 +197,29 @@ func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
 
 // listed keeps, of the pods judged, those a listing of every pod found; the others are gone, their room with
 // them. A listing comes when the watch lost its place (the API server restarted, or compacted past it), and a pod
-// deleted meanwhile sent no deletion: the kubelet likewise takes its source's full set after a relist.
+// deleted meanwhile sent no deletion: the kubelet likewise takes its source's full set after a relist. Then the
+// pods of the listing not judged yet are judged oldest first, as the kubelet admits the pods it is given at once
+// (the listing's Sync events, in its order, come after and find them judged).
 func (c *PodController) listed(ctx context.Context, pods []*corev1.Pod) {
+	gone := admission.keepOnly(pods)
+	log.FromContext(ctx).Info("Pods listed", "count", len(pods), "gone", gone)
+	oldestFirst := slices.Clone(pods)
+	slices.SortStableFunc(oldestFirst, func(x, y *corev1.Pod) int {
+		return x.CreationTimestamp.Compare(y.CreationTimestamp.Time)
+	})
+	for _, pod := range oldestFirst {
+		if c.need(pod) && !c.readOnly(pod.Spec.NodeName) {
+			c.admit(ctx, pod)
+		}
+	}
+}
+
+// keepOnly forgets every pod judged that is not among pods; how many of those held room.
+func (a *podAdmission) keepOnly(pods []*corev1.Pod) int {
 	there := make(map[types.UID]bool, len(pods))
 	for _, pod := range pods {
 		there[pod.UID] = true
 	}
-	a := &admission
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	gone := 0
@@ -218,7 +236,7 @@ func (c *PodController) listed(ctx context.Context, pods []*corev1.Pod) {
 			delete(a.judged, uid)
 		}
 	}
-	log.FromContext(ctx).Info("Pods listed", "count", len(pods), "gone", gone)
+	return gone
 }
 
 // forget lets a deleted pod's room go.
