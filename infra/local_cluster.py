@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -77,10 +78,17 @@ PORTS_HANDED_OUT = Path(tempfile.gettempdir()) / "esi-ports-handed-out"
 PORT_HANDOUT_SECONDS = 900.0
 
 
+# free_port's ports start here and end below the kernel's ephemeral range.
+LISTEN_PORTS_FROM = 20000
+
+
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now, and that no process of this machine was given
+    """A TCP port on loopback that nothing is bound to right now, and that no process of this machine was given
     by this function in the last ``PORT_HANDOUT_SECONDS``: a caller picks its ports before it starts what
-    listens on them, and two callers (pytest workers) must not be given the same one meanwhile."""
+    listens on them, and two callers (pytest workers) must not be given the same one meanwhile. The port is below
+    the kernel's ephemeral range, from which every outgoing connection takes its local port: one there could take
+    the port before its listener starts (a watch's connection holds it for minutes)."""
+    listen_ports = _listen_ports()
     with commands.exclusive(PORTS_HANDED_OUT.with_suffix(".lock")):
         now = time.time()
         handed: dict[int, float] = {}
@@ -90,15 +98,41 @@ def free_port() -> int:
                 with contextlib.suppress(ValueError):
                     if now - float(at) < PORT_HANDOUT_SECONDS:
                         handed[int(number)] = float(at)
-        for _ in range(100):
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = int(sock.getsockname()[1])
-            if port not in handed:
+        for _ in range(1000):
+            port = secrets.choice(listen_ports) if listen_ports else _any_port()
+            if port not in handed and _bindable(port):
                 break
+        else:
+            raise ClusterError(f"no free TCP port on 127.0.0.1 in {listen_ports} after 1000 tries")
         handed[port] = now
         PORTS_HANDED_OUT.write_text("".join(f"{p} {at}\n" for p, at in handed.items()))
         return port
+
+
+def _listen_ports() -> range:
+    """The ports from ``LISTEN_PORTS_FROM`` up to the kernel's ephemeral range (empty where that starts lower)."""
+    try:
+        ephemeral_from = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_from = 32768  # Linux's default
+    return range(LISTEN_PORTS_FROM, max(LISTEN_PORTS_FROM, ephemeral_from))
+
+
+def _any_port() -> int:
+    """A port the kernel gives a socket bound to port 0 on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    """Whether a socket can be bound to loopback ``port`` now (nothing listening or connected from it)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _listen_on(port: int) -> socket.socket | None:

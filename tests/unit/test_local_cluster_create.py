@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -77,29 +76,33 @@ def test_the_logs_tail_names_each_component_and_ends_with_its_last_lines(tmp_pat
     assert tail.endswith("bind: address already in use")
 
 
-class _Offering:
-    """A socket whose bind to port 0 gets the ports ``offered`` in turn, as the kernel may offer one again."""
-
-    offered: ClassVar[list[int]] = []
-
-    def __enter__(self) -> _Offering:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        pass
-
-    def bind(self, _: object) -> None:
-        self.port = self.offered.pop(0)
-
-    def getsockname(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
-
 def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_may_still_start_its_listener(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
-    monkeypatch.setattr(socket, "socket", _Offering)
-    _Offering.offered = [40001, 40001, 40002]
+    monkeypatch.setattr(local_cluster, "_listen_ports", lambda: range(20001, 20003))
+    monkeypatch.setattr(local_cluster, "_bindable", lambda port: True)
 
-    assert [local_cluster.free_port(), local_cluster.free_port()] == [40001, 40002]
+    assert {local_cluster.free_port(), local_cluster.free_port()} == {20001, 20002}
+    with pytest.raises(ClusterError, match=r"no free TCP port on 127.0.0.1 in range\(20001, 20003\)"):
+        local_cluster.free_port()
+
+
+def test_a_port_something_is_bound_to_is_not_handed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
+    monkeypatch.setattr(local_cluster, "_listen_ports", lambda: range(20001, 20003))
+    monkeypatch.setattr(local_cluster, "_bindable", lambda port: port != 20001)
+
+    assert local_cluster.free_port() == 20002
+
+
+def test_ports_are_handed_out_below_the_kernels_ephemeral_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outgoing connections take their local ports from that range: one could take a port before its listener starts.
+    monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
+    ephemeral_from = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+
+    ports = [local_cluster.free_port() for _ in range(20)]
+
+    assert all(local_cluster.LISTEN_PORTS_FROM <= port < ephemeral_from for port in ports), ports
