@@ -8,6 +8,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx2
@@ -141,23 +142,37 @@ def made_again_while_behind(
     return made.metadata.uid, get_or_none(client, Pod, name, namespace)
 
 
+@dataclass(frozen=True)
+class LostWatch:
+    """What the node's agent did in ``while_the_watch_was_lost``: its answers to ``older`` and ``newer`` (phase,
+    reason), and the pod IPs of ``first`` and ``older`` (None: none)."""
+
+    older: tuple[str, str | None]
+    newer: tuple[str, str | None]
+    first_ip: str | None
+    older_ip: str | None
+
+
 def while_the_watch_was_lost(
     cluster: LocalCluster, bound: Callable[[str], Any], behind: Callable[[], AbstractContextManager[None]]
-) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+) -> LostWatch:
     """Pod ``first`` (``bound(name)``: a pod of that name in namespace default, bound to the node) runs; while the
     node's agent is held back (``behind()``: a kubelet or KWOK paused), the store moves on, the API server crashes
     and comes back without the pods' history from where the agent was (checked: a watch from there is refused),
     ``first`` is deleted, and pods ``older`` and then, a second later (creation times are in seconds), ``newer``
     are made, each needing ``first``'s room. No deletion of ``first`` can reach the agent, which must list the pods
-    again; it then takes the two new pods at once. The agent's answers to ``older`` and ``newer``: each one's
-    (phase, reason) once Running or Failed. (Their names put ``newer`` first in a listing, which is by name.)"""
+    again; it then takes the two new pods at once. (Their names put ``newer`` first in a listing, which is by
+    name.)"""
 
     def create(name: str) -> None:
         cluster.kubectl("create", "-f", "-", input_text=json.dumps(bound(name).to_dict()))
 
+    def status(name: str) -> dict[str, Any]:
+        return dict(json.loads(cluster.kubectl("get", "pod", name, "-o", "json"))["status"])
+
     def answer(name: str) -> tuple[str, str | None] | None:
-        status = json.loads(cluster.kubectl("get", "pod", name, "-o", "json"))["status"]
-        return (status["phase"], status.get("reason")) if status.get("phase") in {"Running", "Failed"} else None
+        now = status(name)
+        return (now["phase"], now.get("reason")) if now.get("phase") in {"Running", "Failed"} else None
 
     def history_lost(resource_version: str) -> bool:
         url = f"/api/v1/pods?watch=1&resourceVersion={resource_version}&timeoutSeconds=1"
@@ -165,6 +180,7 @@ def while_the_watch_was_lost(
 
     create("first")
     assert wait_for("the first pod to run", lambda: answer("first")) == ("Running", None)
+    first_ip = status("first").get("podIP")
     with behind():
         behind_at = json.loads(cluster.kubectl("get", "--raw", "/api/v1/pods"))["metadata"]["resourceVersion"]
         cluster.kubectl("create", "configmap", "moved-on", "--from-literal=k=v")  # the store goes on (two writes),
@@ -175,10 +191,9 @@ def while_the_watch_was_lost(
         create("older")
         time.sleep(1.1)
         create("newer")
-    return (
-        wait_for("the agent's answer to the older pod", lambda: answer("older"), timeout=120),
-        wait_for("the agent's answer to the newer pod", lambda: answer("newer"), timeout=60),
-    )
+    older = wait_for("the agent's answer to the older pod", lambda: answer("older"), timeout=120)
+    newer = wait_for("the agent's answer to the newer pod", lambda: answer("newer"), timeout=60)
+    return LostWatch(older, newer, first_ip, status("older").get("podIP"))
 
 
 def executor_pod(

@@ -116,19 +116,22 @@ def test_kwok_after_a_lost_watch_frees_the_room_of_a_pod_gone_and_judges_the_new
     pod of KWOK's node is deleted meanwhile, and two pods each needing its room are made. KWOK lists the pods
     again, as a kubelet does (test_real_nodes: the same with a real kubelet): the deleted pod's room is free, and
     of the two new pods the older is admitted and the newer refused. An account that waited for the deletion, which
-    never comes, would refuse both; one that took the listing in its order (by name) would admit the newer. A
-    cluster of its own: its API server crashes."""
+    never comes, would refuse both; one that took the listing in its order (by name) would admit the newer. KWOK
+    also lets go of the deleted pod's IP, as at a deletion: its pool hands a freed address out first, and no other
+    pod of this cluster takes one, so the older pod gets it. A cluster of its own: its API server crashes."""
     cluster = LocalCluster(f"relist-{unique}", workdir=tmp_path / "kwok")
     try:
         cluster.create([NodeSpec("a", cpu="2")])
 
-        older, newer = while_the_watch_was_lost(
+        lost = while_the_watch_was_lost(
             cluster,
             lambda name: pod(name, "default", cpu="1500m", node_name="a"),
             lambda: cluster.paused("kwok-controller"),
         )
 
-        assert (older, newer) == (("Running", None), ("Failed", "OutOfcpu"))
+        assert (lost.older, lost.newer) == (("Running", None), ("Failed", "OutOfcpu"))
+        assert lost.first_ip is not None
+        assert lost.older_ip == lost.first_ip, "the deleted pod's IP was freed"
     finally:
         cluster.delete()
 

@@ -213,11 +213,11 @@ def test_the_kubelet_after_a_lost_watch_frees_the_room_of_a_pod_gone_and_judges_
         pause = images.pause_image().reference
         resources = {"requests": {"cpu": "600m", "memory": "64Mi"}}
 
-        older, newer = while_the_watch_was_lost(
+        lost = while_the_watch_was_lost(
             cluster, lambda name: pinned_pod(name, "default", node, pause, resources=resources), node.kubelet_paused
         )
 
-        assert (older, newer) == (("Running", None), ("Failed", "OutOfcpu"))
+        assert (lost.older, lost.newer) == (("Running", None), ("Failed", "OutOfcpu"))
     finally:
         cluster.delete()
 

@@ -120,8 +120,9 @@ step "patch kwok: admit a pod as the kubelet does, or refuse it in the kubelet's
 # answer for the same pod. The account follows the pods' watch as the kubelet's follows its own: a watch that ended
 # goes on from where it ended (kwok's started again from "0", which sends no deletion of what went in the gap), and
 # a listing (the API server no longer had that place: it restarted, or compacted past it) is sent first as a whole
-# (Listed), so that a pod gone meanwhile leaves the account; the listed pods not judged yet are judged oldest first,
-# as the kubelet admits the pods it is given at once (a listing is in name order).
+# (Listed), so that a pod gone meanwhile leaves the account, and kwok lets go of its pod IPs and pending stage as at
+# a deletion; the listed pods not judged yet are judged oldest first, as the kubelet admits the pods it is given at
+# once (a listing is in name order).
 cat >"$src/pkg/kwok/controllers/pod_admission.go" <<'GO'
 package controllers
 
@@ -151,18 +152,33 @@ type podAdmission struct {
 	mu       sync.Mutex
 	admitted map[string]map[types.UID]podRequests // by node, then pod
 	judged   map[types.UID]bool                   // admitted (true) or refused (false)
+	held     map[types.UID]*corev1.Pod            // per pod seen, what kwok holds for it: heldFor
 }
 
 type podRequests struct {
 	cpu, memory int64 // millicores, bytes
 }
 
-var admission = podAdmission{admitted: map[string]map[types.UID]podRequests{}, judged: map[types.UID]bool{}}
+var admission = podAdmission{
+	admitted: map[string]map[types.UID]podRequests{},
+	judged:   map[types.UID]bool{},
+	held:     map[types.UID]*corev1.Pod{},
+}
+
+// heldFor is, of a pod, what letGo reads to free what kwok holds for it once it is gone.
+func heldFor(pod *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Spec:       corev1.PodSpec{NodeName: pod.Spec.NodeName, HostNetwork: pod.Spec.HostNetwork},
+		Status:     corev1.PodStatus{PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
+	}
+}
 
 // admit tells whether kwok plays its stages on this version of a pod, judging the pod the first time.
 func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
 	a := &admission
 	a.mu.Lock()
+	a.held[pod.UID] = heldFor(pod)
 	finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if admitted, seen := a.judged[pod.UID]; seen {
 		if finished {
@@ -195,14 +211,18 @@ func (c *PodController) admit(ctx context.Context, pod *corev1.Pod) bool {
 	return true
 }
 
-// listed keeps, of the pods judged, those a listing of every pod found; the others are gone, their room with
-// them. A listing comes when the watch lost its place (the API server restarted, or compacted past it), and a pod
-// deleted meanwhile sent no deletion: the kubelet likewise takes its source's full set after a relist. Then the
-// pods of the listing not judged yet are judged oldest first, as the kubelet admits the pods it is given at once
-// (the listing's Sync events, in its order, come after and find them judged).
+// listed keeps, of the pods seen, those a listing of every pod found; the others are gone, and kwok lets go of
+// their room, pod IPs and stages as at their deletion. A listing comes when the watch lost its place (the API
+// server restarted, or compacted past it), and a pod deleted meanwhile sent no deletion: the kubelet likewise
+// takes its source's full set after a relist. Then the pods of the listing not judged yet are judged oldest first,
+// as the kubelet admits the pods it is given at once (the listing's Sync events, in its order, come after and
+// find them judged).
 func (c *PodController) listed(ctx context.Context, pods []*corev1.Pod) {
 	gone := admission.keepOnly(pods)
-	log.FromContext(ctx).Info("Pods listed", "count", len(pods), "gone", gone)
+	for _, pod := range gone {
+		c.letGo(ctx, pod)
+	}
+	log.FromContext(ctx).Info("Pods listed", "count", len(pods), "gone", len(gone))
 	oldestFirst := slices.Clone(pods)
 	slices.SortStableFunc(oldestFirst, func(x, y *corev1.Pod) int {
 		return x.CreationTimestamp.Compare(y.CreationTimestamp.Time)
@@ -214,26 +234,31 @@ func (c *PodController) listed(ctx context.Context, pods []*corev1.Pod) {
 	}
 }
 
-// keepOnly forgets every pod judged that is not among pods; how many of those held room.
-func (a *podAdmission) keepOnly(pods []*corev1.Pod) int {
+// keepOnly forgets every pod seen that is not among pods, and its room; what kwok held for each of those.
+func (a *podAdmission) keepOnly(pods []*corev1.Pod) []*corev1.Pod {
 	there := make(map[types.UID]bool, len(pods))
 	for _, pod := range pods {
 		there[pod.UID] = true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	gone := 0
 	for _, on := range a.admitted {
 		for uid := range on {
 			if !there[uid] {
 				delete(on, uid)
-				gone++
 			}
 		}
 	}
 	for uid := range a.judged {
 		if !there[uid] {
 			delete(a.judged, uid)
+		}
+	}
+	var gone []*corev1.Pod
+	for uid, held := range a.held {
+		if !there[uid] {
+			gone = append(gone, held)
+			delete(a.held, uid)
 		}
 	}
 	return gone
@@ -246,6 +271,15 @@ func (c *PodController) forget(pod *corev1.Pod) {
 	defer a.mu.Unlock()
 	a.free(pod.UID, pod.Spec.NodeName)
 	delete(a.judged, pod.UID)
+	delete(a.held, pod.UID)
+}
+
+// letGo frees what kwok holds for a pod that is gone: its pod IPs, and its stage still waiting to be played.
+func (c *PodController) letGo(ctx context.Context, pod *corev1.Pod) {
+	c.recyclingPodIP(ctx, pod)
+	if job, ok := c.delayQueueMapping.LoadAndDelete(log.KObj(pod).String()); ok {
+		c.delayQueue.Cancel(job)
+	}
 }
 
 func (a *podAdmission) free(uid types.UID, node string) {
@@ -365,7 +399,7 @@ patch --quiet -d "$src" -p1 <<'PATCH'
  						c.preprocessChan <- pod.DeepCopy()
  					}
  				} else {
-@@ -574,12 +574,16 @@
+@@ -574,19 +574,14 @@
  						nodeInfo.StartedContainer.Add(int64(len(pod.Spec.Containers)))
  					}
  				}
@@ -377,11 +411,18 @@ patch --quiet -d "$src" -p1 <<'PATCH'
  					c.deletePodInfo(pod)
  				}
  				if c.need(pod) {
+-					// Recycling PodIP
+-					c.recyclingPodIP(ctx, pod)
+-
+-					// Cancel delay job
+-					key := log.KObj(pod).String()
+-					resourceJob, ok := c.delayQueueMapping.LoadAndDelete(key)
+-					if ok {
+-						c.delayQueue.Cancel(resourceJob)
+-					}
 +					c.forget(pod)
-+
- 					// Recycling PodIP
- 					c.recyclingPodIP(ctx, pod)
- 
++					c.letGo(ctx, pod)
+ 				}
 --- a/pkg/utils/informer/event.go
 +++ b/pkg/utils/informer/event.go
 @@ -35,6 +35,8 @@
