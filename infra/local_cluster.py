@@ -100,7 +100,7 @@ def free_port() -> int:
                         handed[int(number)] = float(at)
         for _ in range(1000):
             port = secrets.choice(listen_ports) if listen_ports else _any_port()
-            if port not in handed and _bindable(port):
+            if port not in handed and _free_now(port):
                 break
         else:
             raise ClusterError(f"no free TCP port on 127.0.0.1 in {listen_ports} after 1000 tries")
@@ -125,16 +125,6 @@ def _any_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _bindable(port: int) -> bool:
-    """Whether a socket can be bound to loopback ``port`` now (nothing listening or connected from it)."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _listen_on(port: int) -> socket.socket | None:
     """A socket listening on loopback ``port``, or None when another process listens there."""
     sock = socket.socket()
@@ -146,6 +136,15 @@ def _listen_on(port: int) -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def _free_now(port: int) -> bool:
+    """Whether a listener could take loopback ``port`` now (``_listen_on``)."""
+    sock = _listen_on(port)
+    if sock is None:
+        return False
+    sock.close()
+    return True
 
 
 @dataclass(frozen=True)
@@ -341,13 +340,7 @@ class LocalCluster:
 
     def _check_ports_free(self) -> None:
         """ClusterError naming each of the control plane's ports another process listens on."""
-        taken = []
-        for what, port in self._control_plane_ports().items():
-            sock = _listen_on(port)
-            if sock is None:
-                taken.append(f"{port} ({what})")
-            else:
-                sock.close()
+        taken = [f"{port} ({what})" for what, port in self._control_plane_ports().items() if not _free_now(port)]
         if taken:
             raise ClusterError(
                 f"cluster {self.name!r} cannot start: another process listens on its port {', '.join(taken)}; "

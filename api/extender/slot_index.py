@@ -318,9 +318,10 @@ class SlotIndex:
         opened = self._open[testbed].setdefault(job, [])
         at = bisect_left(opened, slot_id)
         listed = at < len(opened) and opened[at] == slot_id
-        if self._is_open(testbed, slot) and not listed:
+        is_open = self._is_open(testbed, slot)
+        if is_open and not listed:
             opened.insert(at, slot_id)
-        elif listed and not self._is_open(testbed, slot):
+        elif listed and not is_open:
             del opened[at]
 
 

@@ -81,7 +81,7 @@ def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_may_still_st
 ) -> None:
     monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
     monkeypatch.setattr(local_cluster, "_listen_ports", lambda: range(20001, 20003))
-    monkeypatch.setattr(local_cluster, "_bindable", lambda port: True)
+    monkeypatch.setattr(local_cluster, "_free_now", lambda port: True)
 
     assert {local_cluster.free_port(), local_cluster.free_port()} == {20001, 20002}
     with pytest.raises(ClusterError, match=r"no free TCP port on 127.0.0.1 in range\(20001, 20003\)"):
@@ -91,7 +91,7 @@ def test_a_port_handed_out_is_not_handed_out_again_while_its_caller_may_still_st
 def test_a_port_something_is_bound_to_is_not_handed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_cluster, "PORTS_HANDED_OUT", tmp_path / "ports")
     monkeypatch.setattr(local_cluster, "_listen_ports", lambda: range(20001, 20003))
-    monkeypatch.setattr(local_cluster, "_bindable", lambda port: port != 20001)
+    monkeypatch.setattr(local_cluster, "_free_now", lambda port: port != 20001)
 
     assert local_cluster.free_port() == 20002
 
