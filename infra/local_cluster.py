@@ -329,12 +329,16 @@ class LocalCluster:
         """A listening socket on each of the control plane's ports that nothing else listens on."""
         return [sock for port in self._control_plane_ports().values() if (sock := _listen_on(port)) is not None]
 
+    def _components(self) -> list[dict[str, Any]]:
+        """The control plane's components as kwokctl runs them (kwok.yaml): name, binary, args, workDir, ports."""
+        config = next(yaml.safe_load_all((self.directory / "kwok.yaml").read_text()))
+        return list(config.get("components") or [])
+
     def _control_plane_ports(self) -> dict[str, int]:
         """The ports kwokctl gave the control plane's components, by ``<component>/<port name>``."""
-        config = next(yaml.safe_load_all((self.directory / "kwok.yaml").read_text()))
         return {
             f"{component['name']}/{port.get('name', port['port'])}": int(port["port"])
-            for component in config.get("components") or []
+            for component in self._components()
             for port in component.get("ports") or []
         }
 
@@ -350,6 +354,29 @@ class LocalCluster:
     def _control_plane_pids(self) -> list[int]:
         """The pids kwokctl recorded for the control plane's components."""
         return [pid for pid_file in self._control_plane_pids_dir.glob("*.pid") if (pid := _read_pid(pid_file))]
+
+    def exited_components(self) -> list[str]:
+        """The control plane's components whose process no longer runs: nothing starts one again."""
+        return sorted(
+            pid_file.stem
+            for pid_file in self._control_plane_pids_dir.glob("*.pid")
+            if (pid := _read_pid(pid_file)) is None or not process_alive(pid)
+        )
+
+    def start_exited_components(self) -> list[str]:
+        """Start each of ``exited_components`` again as kwokctl started it (kwok.yaml: its binary, arguments,
+        environment and directory; output appended to its log); their names."""
+        exited = self.exited_components()
+        components = {component["name"]: component for component in self._components()}
+        # Under the lock of creates: no cluster created meanwhile takes a port one of them let go.
+        with commands.exclusive(KWOKCTL_LOCK):
+            for name in exited:
+                component = components[name]
+                env = {**os.environ, **{e["name"]: e["value"] for e in component.get("envs") or []}}
+                argv = [component["binary"], *(component.get("args") or [])]
+                pid = _launch(argv, log=self.logs_dir / f"{name}.log", env=env, cwd=Path(component["workDir"]))
+                (self._control_plane_pids_dir / f"{name}.pid").write_text(str(pid))
+        return exited
 
     @property
     def _control_plane_pids_dir(self) -> Path:
@@ -413,13 +440,18 @@ class LocalCluster:
             {"key": "kube-api-qps", "value": str(CONTROLLER_MANAGER_QPS)},
             {"key": "kube-api-burst", "value": str(2 * CONTROLLER_MANAGER_QPS)},
         ]
+        # One of each runs, so a Lease decides nothing; with one, an API server that does not answer for 10 s (a
+        # busy machine) makes it exit for good ("leaderelection lost"), and nothing starts it again: the cluster
+        # then neither schedules nor runs its controllers, silently.
+        alone = [{"key": "leader-elect", "value": "false"}]
         return {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
             "componentsPatches": [
                 {"name": "kwok-controller", "extraArgs": kwok_only},
-                {"name": "kube-controller-manager", "extraArgs": controller_rate},
+                {"name": "kube-controller-manager", "extraArgs": [*controller_rate, *alone]},
+                {"name": "kube-scheduler", "extraArgs": alone},
             ],
         }
 

@@ -132,24 +132,36 @@ def _changed(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) 
 # --- the control plane ----------------------------------------------------------------------------------
 
 
+def _not_whole(cluster: LocalCluster) -> bool:
+    """Its control plane is stopped (e.g. after a reboot), or runs without a component that exited."""
+    return not cluster.serving() or bool(cluster.exited_components())
+
+
+def _bring_up(cluster: LocalCluster) -> None:
+    """Start a stopped control plane, or the components of a running one that exited."""
+    if not cluster.serving():
+        cluster.start()
+    else:
+        cluster.start_exited_components()
+
+
 class _ControlPlaneProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         cluster = _cluster(props)
         if not cluster.exists():
             cluster.create()
-        elif not cluster.serving():
-            cluster.start()
+        else:
+            _bring_up(cluster)
         return CreateResult(id_=str(cluster.directory), outs={**props, "kubeconfig": str(cluster.kubeconfig)})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         replaces = _changed(olds, news, ("cluster", "workdir"))
-        stopped = not replaces and not _cluster(olds).serving()  # e.g. after a reboot: start it again
-        return DiffResult(changes=bool(replaces) or stopped, replaces=replaces, delete_before_replace=True)
+        down = not replaces and _not_whole(_cluster(olds))
+        return DiffResult(changes=bool(replaces) or down, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         cluster = _cluster(news)
-        if not cluster.serving():
-            cluster.start()
+        _bring_up(cluster)
         return UpdateResult(outs={**news, "kubeconfig": str(cluster.kubeconfig)})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:

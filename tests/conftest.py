@@ -156,6 +156,8 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     wanted = item.stash.get(FAILURE_REPORT, None)
     if report.failed and wanted is not None:
+        if exited := wanted.cluster.exited_components():
+            report.sections.append(("control plane", f"these components no longer run: {', '.join(exited)}"))
         for name, path in wanted.cluster.component_logs().items():
             with path.open("rb") as log:
                 log.seek(wanted.log_marks.get(name, 0))

@@ -42,6 +42,7 @@ from esi.resources.crds import DEFINITIONS
 from infra import pulumi_local, toolchain
 from infra.cluster_stack import ClusterEsiArgs, scheduler_config
 from infra.local_cluster import LocalCluster, free_port
+from tests.conftest import report_failures_in
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import get_or_none, pod, wait_for
 from tests.integration.pulumi_project import PulumiProject
@@ -257,9 +258,11 @@ def test_pulumi_up_deploys_esi_into_the_cluster_and_destroy_removes_it(
     add_nodes: AddNodes,
     unique: str,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     nodes = add_nodes(2)
     namespace = f"esi-cluster-{unique}"
+    report_failures_in(request.node, cluster, namespace)
     no_manifests = tmp_path / "manifests"  # the GitOps part of the program is tested on its own
     no_manifests.mkdir()
     pulumi = PulumiProject.create(tmp_path)

@@ -4,11 +4,15 @@ losing state, delete without leaving a process behind."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from infra.local_cluster import CONTROLLER_MANAGER_QPS, ClusterError, LocalCluster, NodeSpec
+from infra.local_cluster import CONTROLLER_MANAGER_QPS, ClusterError, LocalCluster, NodeSpec, process_alive
+from tests.integration.kube import wait_for
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -91,6 +95,53 @@ def test_a_restarted_kwok_plays_its_nodes_kubelets_again_within_a_short_node_lea
         cluster.kubectl("wait", "pod/p", "--for=jsonpath={.status.phase}=Running", "--timeout=60s", timeout=90)
     finally:
         cluster.delete()
+
+
+def test_a_control_plane_whose_api_server_stalled_past_a_lease_still_schedules_and_runs_its_controllers(
+    tmp_path: Path, unique: str
+) -> None:
+    """An API server that does not answer for 20 s (a busy machine) leaves the scheduler and the controller manager
+    running: with a Lease to renew, each would exit for good after 10 s without an answer, and a Deployment made
+    afterwards would get no pod, or a pod never bound."""
+    cluster = LocalCluster(f"stall-{unique}", workdir=tmp_path / "kwok")
+    try:
+        cluster.create([NodeSpec("a")])
+        with cluster.paused("kube-apiserver"):
+            time.sleep(20)
+
+        cluster.kubectl("create", "deployment", "after", "--image=registry.k8s.io/pause:3.10")
+        cluster.kubectl("rollout", "status", "deployment/after", "--timeout=60s", timeout=90)
+        pods = json.loads(cluster.kubectl("get", "pods", "-l", "app=after", "-o", "json"))["items"]
+        assert [(p["spec"].get("nodeName"), p["status"]["phase"]) for p in pods] == [("a", "Running")]
+        assert cluster.exited_components() == []
+    finally:
+        cluster.delete()
+
+
+def test_components_that_exited_are_started_again_as_kwokctl_started_them(tmp_path: Path, unique: str) -> None:
+    cluster = LocalCluster(f"exited-{unique}", workdir=tmp_path / "kwok")
+    try:
+        cluster.create([NodeSpec("a")])
+        pids = [
+            int((cluster.directory / "pids" / f"{name}.pid").read_text())
+            for name in ("kube-scheduler", "kube-controller-manager")
+        ]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        wait_for("both to exit", lambda: not any(process_alive(pid) for pid in pids))
+        assert cluster.exited_components() == ["kube-controller-manager", "kube-scheduler"]
+
+        assert cluster.start_exited_components() == ["kube-controller-manager", "kube-scheduler"]
+
+        assert cluster.exited_components() == []
+        cluster.kubectl("create", "deployment", "after", "--image=registry.k8s.io/pause:3.10")
+        cluster.kubectl("rollout", "status", "deployment/after", "--timeout=60s", timeout=90)
+        ours = set(processes_mentioning(str(cluster.directory)))
+        assert set(processes_mentioning(f"--kube-api-qps={CONTROLLER_MANAGER_QPS} ")) & ours, "started with its flags"
+    finally:
+        cluster.delete()
+
+    assert processes_mentioning(str(cluster.directory)) == [], "a component started again outlived the cluster"
 
 
 def test_a_control_plane_whose_port_another_process_took_says_so_at_start(tmp_path: Path, unique: str) -> None:

@@ -67,6 +67,13 @@ def kill_the_second_scheduler(cluster: LocalCluster) -> None:
     )
 
 
+def kill_the_clusters_scheduler(cluster: LocalCluster) -> None:
+    """SIGKILL the control plane's kube-scheduler, which nothing starts again; return once it is gone."""
+    killed = int((cluster.directory / "pids" / "kube-scheduler.pid").read_text())
+    os.kill(killed, signal.SIGKILL)
+    wait_for("the cluster's kube-scheduler to exit", lambda: not process_alive(killed))
+
+
 def real_namespace_manifests() -> list[dict[str, Any]]:
     """The repository's committed manifests for namespace ``real``, as committed."""
     documents = []
@@ -148,9 +155,12 @@ def test_pulumi_up_runs_a_committed_scheduling_and_destroy_leaves_nothing(tmp_pa
         with esi:
             wait_for("the committed Testbed in the API", lambda: esi.overview().testbeds, timeout=60)
 
+            # A component of the control plane that exited is started again by the next `pulumi up`.
+            kill_the_clusters_scheduler(cluster)
             (manifests / "scheduling.yaml").write_text(yaml.safe_dump(SCHEDULING))
             assert "Scheduling:default/committed" in pulumi("preview", "--diff")
             pulumi("up", "--yes", "--skip-preview")
+            assert cluster.exited_components() == []
             done = esi.wait_for_scheduling("committed", timeout=180)
             assert {j.name: j.state for j in done.job_status} == {
                 "batchjob-spark": "Completed",
