@@ -440,9 +440,9 @@ class LocalCluster:
             {"key": "kube-api-qps", "value": str(CONTROLLER_MANAGER_QPS)},
             {"key": "kube-api-burst", "value": str(2 * CONTROLLER_MANAGER_QPS)},
         ]
-        # One of each runs, so a Lease decides nothing; with one, an API server that does not answer for 10 s (a
-        # busy machine) makes it exit for good ("leaderelection lost"), and nothing starts it again: the cluster
-        # then neither schedules nor runs its controllers, silently.
+        # One of each runs, so a Lease decides nothing. With leader election, an API server that does not answer
+        # for 10 s (a busy machine) makes each exit for good ("leaderelection lost"), and nothing starts it again:
+        # the cluster then silently stops scheduling and running its controllers.
         alone = [{"key": "leader-elect", "value": "false"}]
         return {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
