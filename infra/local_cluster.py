@@ -364,19 +364,23 @@ class LocalCluster:
         )
 
     def start_exited_components(self) -> list[str]:
-        """Start each of ``exited_components`` again as kwokctl started it (kwok.yaml: its binary, arguments,
-        environment and directory; output appended to its log); their names."""
+        """Start each of ``exited_components`` again (``_launch_component``); their names."""
         exited = self.exited_components()
-        components = {component["name"]: component for component in self._components()}
         # Under the lock of creates: no cluster created meanwhile takes a port one of them let go.
         with commands.exclusive(KWOKCTL_LOCK):
             for name in exited:
-                component = components[name]
-                env = {**os.environ, **{e["name"]: e["value"] for e in component.get("envs") or []}}
-                argv = [component["binary"], *(component.get("args") or [])]
-                pid = _launch(argv, log=self.logs_dir / f"{name}.log", env=env, cwd=Path(component["workDir"]))
-                (self._control_plane_pids_dir / f"{name}.pid").write_text(str(pid))
+                self._launch_component(name)
         return exited
+
+    def _launch_component(self, name: str) -> None:
+        """Start the control plane's component ``name`` as kwokctl starts it (kwok.yaml: its binary, arguments,
+        environment and directory; output appended to its log), and record its pid. The caller holds
+        ``KWOKCTL_LOCK``."""
+        (component,) = [component for component in self._components() if component["name"] == name]
+        env = {**os.environ, **{e["name"]: e["value"] for e in component.get("envs") or []}}
+        argv = [component["binary"], *(component.get("args") or [])]
+        pid = _launch(argv, log=self.logs_dir / f"{name}.log", env=env, cwd=Path(component["workDir"]))
+        (self._control_plane_pids_dir / f"{name}.pid").write_text(str(pid))
 
     @property
     def _control_plane_pids_dir(self) -> Path:
@@ -622,25 +626,18 @@ class LocalCluster:
         return pid
 
     def crash_and_restart_api_server(self, *, timeout: float = 60) -> None:
-        """Kill its kube-apiserver (SIGKILL: a crash) and start it again as it was started (its command line,
-        environment and directory; output appended to its log), the other components running on, and wait until it
-        serves: it comes back without the watches it served, and their clients must take up again."""
-        pid_file = self._control_plane_pids_dir / "kube-apiserver.pid"
-        pid = _read_pid(pid_file)
+        """Kill its kube-apiserver (SIGKILL: a crash) and start it again (``_launch_component``), the other
+        components running on, and wait until it serves: it comes back without the watches it served, and their
+        clients must take up again."""
+        pid = _read_pid(self._control_plane_pids_dir / "kube-apiserver.pid")
         if pid is None or not process_alive(pid):
             raise ClusterError(f"kube-apiserver does not run in cluster {self.name!r}")
-        proc = Path("/proc") / str(pid)
-        argv = [arg.decode() for arg in (proc / "cmdline").read_bytes().split(b"\0")[:-1]]
-        env = dict(
-            entry.decode().split("=", 1) for entry in (proc / "environ").read_bytes().split(b"\0") if b"=" in entry
-        )
-        cwd = Path(os.readlink(proc / "cwd"))
         log = self.logs_dir / "kube-apiserver.log"
         # Under the lock of creates until it serves again: no cluster created meanwhile takes the port it let go.
         with commands.exclusive(KWOKCTL_LOCK):
             os.kill(pid, signal.SIGKILL)
             _await_exit([pid])
-            pid_file.write_text(str(_launch(argv, log=log, env=env, cwd=cwd)))
+            self._launch_component("kube-apiserver")
             try:
                 self._wait_for_api(timeout)
             except ClusterError as err:
