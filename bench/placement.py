@@ -13,8 +13,12 @@ which deletes the slot's ghost and binds the executor. Before run:
 the same on a Testbed of its own, each executor needing a preemption of its slot's ghost, the ghost's
 deletion and a second scheduling cycle. Baseline run, same process: the same number of pods, same sizes,
 pinned by node selector to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
-evict). Every esi executor is checked: on its job's node, in one of its job's slots, no slot twice. Prints
-figures only.
+evict). Floor run, unless ``--no-floor``: the same executors on a third Testbed, each placed at its creation —
+the creating thread deletes its slot's ghost, then creates the executor with its node and slot already set, as a
+mutating admission webhook could at best (without the webhook's own round trip and decision); no scheduler takes
+part. It is the least any placement costs that removes a ghost pod per executor. Every esi executor is checked:
+on its job's node, in one of its job's slots, no slot twice; a pod its node refuses ends the run. Prints figures
+only.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any, cast
 
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.client import LabelValue
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 
 from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times, scheduler_buckets
@@ -41,10 +45,12 @@ from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
     ROLE_EXECUTOR,
+    ROLE_GHOST,
     ROLE_LABEL,
     SCHEDULER_NAME,
     SLOT_ANNOTATION,
     TESTBED_LABEL,
+    slot_of,
 )
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
@@ -55,6 +61,7 @@ from kube.resources import PodObjects, plain
 TESTBED_NODE = "esi.bench/testbed-node"
 BASELINE_NODE = "esi.bench/baseline-node"
 BEFORE_NODE = "esi.bench/before-node"
+FLOOR_NODE = "esi.bench/floor-node"
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -82,7 +89,14 @@ def _pod(name: str, scheduler: str, selector: dict[str, str], labels: dict[str, 
     return cast(Pod, Pod.from_dict(manifest))
 
 
-def _create(kubeconfig: Path, pods: list[Pod], creators: int) -> None:
+Creation = Callable[[Client, Pod], None]
+
+
+def _plain_creation(client: Client, pod: Pod) -> None:
+    client.create(pod)
+
+
+def _create(kubeconfig: Path, pods: list[Pod], creators: int, creation: Creation) -> None:
     """Create ``pods`` from ``creators`` threads at once, each with a client of its own (as many drivers
     would); thread k creates pods k, k + creators, ..."""
 
@@ -90,7 +104,7 @@ def _create(kubeconfig: Path, pods: list[Pod], creators: int) -> None:
         client = Client(KubeConfig.from_file(kubeconfig), field_manager="esi-bench")
         try:
             for manifest in share:
-                client.create(manifest)
+                creation(client, manifest)
         finally:
             client.close()
 
@@ -99,7 +113,7 @@ def _create(kubeconfig: Path, pods: list[Pod], creators: int) -> None:
             created.result()
 
 
-def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[float, list[Pod]]:
+def _place(stack: Stack, pods: list[Pod], run: str, creators: int, creation: Creation) -> tuple[float, list[Pod]]:
     """Create ``pods`` (each labelled ``bench: run``) at once; seconds until all run, and the pods.
 
     Their phases are followed by a WATCH of the run's pods, read as plain dicts: polling a LIST of them would cost
@@ -110,20 +124,23 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
     selector: dict[str, LabelValue] = {"bench": run}
     started = time.monotonic()
     running, version = _running(client, selector)
-    _create(stack.cluster.kubeconfig, pods, creators)
+    _create(stack.cluster.kubeconfig, pods, creators, creation)
     print(f"  {time.monotonic() - started:6.1f}s  all {len(pods)} created ({creators} at a time)", flush=True)
     printed, printed_at, elapsed = -1, 0.0, time.monotonic() - started
-    while len(running) < len(pods):
+    failed: dict[str, str] = {}  # a pod its node refused: why
+    while len(running) + len(failed) < len(pods):
         try:
             for event, item in client.watch(PodObjects, namespace=NAMESPACE, labels=selector, resource_version=version):
                 pod = plain(item)
                 if event != "DELETED" and _phase(pod) == "Running":
                     running.add(pod["metadata"]["name"])
+                elif event != "DELETED" and _phase(pod) == "Failed":
+                    failed[pod["metadata"]["name"]] = f"{pod['status'].get('reason')}: {pod['status'].get('message')}"
                 elapsed = time.monotonic() - started
                 if len(running) >= len(pods) or (len(running) != printed and elapsed - printed_at >= 1.0):
                     print(f"  {elapsed:6.1f}s  {len(running):5d}/{len(pods)} running", flush=True)
                     printed, printed_at = len(running), elapsed
-                if len(running) >= len(pods):
+                if len(running) + len(failed) >= len(pods):
                     break
                 if elapsed > 1800:
                     raise SystemExit("gave up after 30 minutes")
@@ -134,6 +151,9 @@ def _place(stack: Stack, pods: list[Pod], run: str, creators: int) -> tuple[floa
                 raise
             running, version = _running(client, selector)
             elapsed = time.monotonic() - started
+    if failed:
+        refused = "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())[:5])
+        raise SystemExit(f"{len(failed)} of {len(pods)} pods failed instead of running, e.g. {refused}")
     return elapsed, list(client.list(Pod, namespace=NAMESPACE, labels=selector))
 
 
@@ -164,9 +184,10 @@ def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
         seen.add(given)
 
 
-def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: int) -> None:
+def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: int, submitted: bool = False) -> None:
     """Testbed ``name`` over the nodes labelled ``node_label``, every slot reserved (job k: node k's slots, as the
-    Scheduling reconciler records them); returns once the Testbed shows every slot reserved."""
+    Scheduling reconciler records them; ``submitted``: each job's application created, so a slot whose ghost is
+    gone gets none back); returns once the Testbed shows every slot reserved."""
     testbed = {
         "apiVersion": API_VERSION,
         "kind": "Testbed",
@@ -191,7 +212,7 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
     jobs = [
         {
             "name": f"job-{k}",
-            "state": "Reserved",
+            "state": "Submitted" if submitted else "Reserved",
             "executors": per_node,
             "slots": [k + nodes * p for p in range(per_node)],
         }
@@ -223,7 +244,45 @@ class Placed:
     where: str
 
 
-def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondScheduler, creators: int) -> Placed:
+def _at_creation(client: Client, testbed: str, node_label: str, pods: list[Pod]) -> tuple[list[Pod], Creation]:
+    """``pods`` (executors made by ``_executors``) with their node and slot set, and the creation that first deletes
+    the slot's ghost (no grace period): placement at creation, as a mutating admission webhook could do it."""
+    ghosts = {
+        slot_of(ghost["metadata"].get("annotations") or {}): ghost["metadata"]["name"]
+        for ghost in map(plain, client.list(PodObjects, namespace=NAMESPACE, labels={TESTBED_LABEL: testbed}))
+        if ghost["metadata"]["labels"].get(ROLE_LABEL) == ROLE_GHOST
+    }
+    nodes = {
+        labels[node_label]: str(node.metadata.name)
+        for node in client.list(Node)
+        if node.metadata is not None and node_label in (labels := node.metadata.labels or {})
+    }
+    placed = []
+    for pod in pods:
+        manifest = pod.to_dict()
+        k = int(manifest["metadata"]["labels"][JOB_LABEL].removeprefix("job-"))
+        slot = k + len(nodes) * int(manifest["metadata"]["name"].rsplit("-", 1)[1])
+        manifest["spec"]["nodeName"] = nodes[manifest["spec"].pop("nodeSelector")[node_label]]
+        manifest["metadata"]["annotations"] = {SLOT_ANNOTATION: str(slot)}
+        placed.append(cast(Pod, Pod.from_dict(manifest)))
+
+    def swap_in(client: Client, pod: Pod) -> None:
+        assert pod.metadata is not None
+        client.delete(Pod, ghosts[slot_of(pod.metadata.annotations or {})], namespace=NAMESPACE, grace_period=0)
+        client.create(pod)
+
+    return placed, swap_in
+
+
+def _measured(
+    stack: Stack,
+    pods: list[Pod],
+    run: str,
+    scheduler: SecondScheduler,
+    creators: int,
+    *,
+    creation: Creation = _plain_creation,
+) -> Placed:
     """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
     cpu, extender, scheduling, requests = (
         cpu_seconds(stack.cluster.directory, with_benchmark=True),
@@ -231,7 +290,7 @@ def _measured(stack: Stack, pods: list[Pod], run: str, scheduler: SecondSchedule
         scheduler_buckets(scheduler),
         api_requests(stack.cluster),
     )
-    seconds, running = _place(stack, pods, run, creators)
+    seconds, running = _place(stack, pods, run, creators, creation)
     where = [
         "  CPU time per component:",
         cpu_table(cpu, cpu_seconds(stack.cluster.directory, with_benchmark=True), seconds),
@@ -253,6 +312,7 @@ def run(
     keep_logs: Path | None = None,
     *,
     before: bool = True,
+    floor: bool = True,
     creators: int = 8,
 ) -> None:
     executors = nodes * per_node
@@ -262,6 +322,8 @@ def run(
     specs += [NodeSpec(f"base-{i}", cpu, memory, labels={BASELINE_NODE: str(i)}) for i in range(nodes)]
     if before:
         specs += [NodeSpec(f"before-{i}", cpu, memory, labels={BEFORE_NODE: str(i)}) for i in range(nodes)]
+    if floor:
+        specs += [NodeSpec(f"floor-{i}", cpu, memory, labels={FLOOR_NODE: str(i)}) for i in range(nodes)]
     with local_stack("bench-placement", specs, qps=qps, burst=burst, keep_logs=keep_logs) as stack:
         cluster = stack.cluster
         plain = SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst))
@@ -273,6 +335,8 @@ def run(
             )
             preempting.start()
             _testbed(cluster, "before", BEFORE_NODE, nodes=nodes, per_node=per_node)
+        if floor:
+            _testbed(cluster, "floor", FLOOR_NODE, nodes=nodes, per_node=per_node, submitted=True)
         time.sleep(2)  # the extender's watch follows the same statuses; give it a moment, it is not what is measured
 
         print(f"\nbaseline: {executors} pods pinned to {nodes} empty nodes by the plain scheduler", flush=True)
@@ -313,10 +377,25 @@ def run(
             print(earlier.where, flush=True)
             rate = executors / earlier.seconds
             figures.append(f"  before (filter + preemption round): {earlier.seconds:6.1f}s  {rate:6.1f} pods/s")
+        if floor:
+            print(f"\nfloor: {executors} executors placed at their creation (ghost deleted, node and slot set)")
+            executors_at_creation, swap_in = _at_creation(
+                stack.client,
+                "floor",
+                FLOOR_NODE,
+                _executors("floor", "floor", SCHEDULER_NAME, FLOOR_NODE, nodes=nodes, per_node=per_node),
+            )
+            lowest = _measured(stack, executors_at_creation, "floor", stack.scheduler, creators, creation=swap_in)
+            _check(lowest.running, [f"floor-{i}" for i in range(nodes)], per_node)
+            print(lowest.where, flush=True)
+            rate = executors / lowest.seconds
+            figures.append(f"  floor (at creation, no scheduler):  {lowest.seconds:6.1f}s  {rate:6.1f} pods/s")
         figures += [
             f"  baseline (plain scheduler, pinned): {base.seconds:6.1f}s  {executors / base.seconds:6.1f} pods/s",
             f"  ratio esi / baseline time: {esi.seconds / base.seconds:.2f}",
         ]
+        if floor:
+            figures.append(f"  ratio floor / baseline time: {lowest.seconds / base.seconds:.2f}")
         if before:
             figures += [
                 f"  ratio before / baseline time: {earlier.seconds / base.seconds:.2f}",
@@ -336,6 +415,12 @@ def main() -> None:
         "--no-before", dest="before", action="store_false", help="leave out the earlier path (preemption round)"
     )
     parser.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="leave out the floor run (executors placed at their creation, no scheduler)",
+    )
+    parser.add_argument(
         "--creators",
         type=int,
         default=8,
@@ -351,6 +436,7 @@ def main() -> None:
         args.burst,
         args.keep_logs,
         before=args.before,
+        floor=args.floor,
         creators=args.creators,
     )
 
