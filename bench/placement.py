@@ -169,6 +169,11 @@ def _phase(pod: Mapping[str, Any]) -> str | None:
     return phase
 
 
+def _slot(k: int, e: int, nodes: int) -> int:
+    """The slot id of job k's executor e: job k holds node k's slots, and slot ids interleave the nodes."""
+    return k + nodes * e
+
+
 def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
     """Every executor on its job's node, in one of its job's slots, no slot twice (each pod, not a sample)."""
     seen: set[int] = set()
@@ -178,7 +183,7 @@ def _check(running: list[Pod], nodes: list[str], per_node: int) -> None:
         assert executor.spec is not None
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
         given = int((executor.metadata.annotations or {})[SLOT_ANNOTATION])
-        mine = {k + len(nodes) * p for p in range(per_node)}
+        mine = {_slot(k, e, len(nodes)) for e in range(per_node)}
         if executor.spec.nodeName != nodes[k] or given not in mine or given in seen:
             raise SystemExit(f"misplaced: {executor.metadata.name} on {executor.spec.nodeName}, slot {given}")
         seen.add(given)
@@ -214,7 +219,7 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
             "name": f"job-{k}",
             "state": "Submitted" if submitted else "Reserved",
             "executors": per_node,
-            "slots": [k + nodes * p for p in range(per_node)],
+            "slots": [_slot(k, e, nodes) for e in range(per_node)],
         }
         for k in range(nodes)
     ]
@@ -261,7 +266,7 @@ def _at_creation(client: Client, testbed: str, node_label: str, pods: list[Pod])
     for pod in pods:
         manifest = pod.to_dict()
         k = int(manifest["metadata"]["labels"][JOB_LABEL].removeprefix("job-"))
-        slot = k + len(nodes) * int(manifest["metadata"]["name"].rsplit("-", 1)[1])
+        slot = _slot(k, int(manifest["metadata"]["name"].rsplit("-", 1)[1]), len(nodes))
         manifest["spec"]["nodeName"] = nodes[manifest["spec"].pop("nodeSelector")[node_label]]
         manifest["metadata"]["annotations"] = {SLOT_ANNOTATION: str(slot)}
         placed.append(cast(Pod, Pod.from_dict(manifest)))
@@ -278,28 +283,32 @@ def _measured(
     stack: Stack,
     pods: list[Pod],
     run: str,
-    scheduler: SecondScheduler,
+    scheduler: SecondScheduler | None,
     creators: int,
     *,
     creation: Creation = _plain_creation,
 ) -> Placed:
-    """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies."""
-    cpu, extender, scheduling, requests = (
+    """``_place`` the pods, with each component's CPU time, the scheduler's and the extender's latencies (none
+    without a ``scheduler``)."""
+    cpu, extender, requests = (
         cpu_seconds(stack.cluster.directory, with_benchmark=True),
         extender_buckets(stack.api_url),
-        scheduler_buckets(scheduler),
         api_requests(stack.cluster),
     )
+    scheduling = scheduler_buckets(scheduler) if scheduler is not None else None
     seconds, running = _place(stack, pods, run, creators, creation)
     where = [
         "  CPU time per component:",
         cpu_table(cpu, cpu_seconds(stack.cluster.directory, with_benchmark=True), seconds),
         "  writes answered by the API server (the benchmark's own: one create per pod), watch events it sent:",
         request_table(requests, api_requests(stack.cluster), len(pods), "pod"),
-        f"  {scheduler.settings.scheduler_name}'s latencies:",
-        handler_times(scheduling, scheduler_buckets(scheduler)),
     ]
-    if scheduler.settings.extender_url is not None:
+    if scheduler is not None and scheduling is not None:
+        where += [
+            f"  {scheduler.settings.scheduler_name}'s latencies:",
+            handler_times(scheduling, scheduler_buckets(scheduler)),
+        ]
+    if scheduler is not None and scheduler.settings.extender_url is not None:
         where += ["  extender handler time:", handler_times(extender, extender_buckets(stack.api_url))]
     return Placed(seconds, running, "\n".join(line for line in where if line))
 
@@ -385,7 +394,7 @@ def run(
                 FLOOR_NODE,
                 _executors("floor", "floor", SCHEDULER_NAME, FLOOR_NODE, nodes=nodes, per_node=per_node),
             )
-            lowest = _measured(stack, executors_at_creation, "floor", stack.scheduler, creators, creation=swap_in)
+            lowest = _measured(stack, executors_at_creation, "floor", None, creators, creation=swap_in)
             _check(lowest.running, [f"floor-{i}" for i in range(nodes)], per_node)
             print(lowest.where, flush=True)
             rate = executors / lowest.seconds
