@@ -251,6 +251,9 @@ def _string_map(key: str, value: Any) -> dict[str, str]:
         raise ConfigError(f"{key} must be a map of strings, not {value!r}")
     result: dict[str, str] = {}
     for k, v in value.items():
+        if isinstance(v, float):
+            # The number's text is gone: 1e3 and 1000 read alike.
+            raise ConfigError(f"{key}.{k} must be a string, not the number {v!r}: quote it, e.g. '1e3'")
         if isinstance(v, bool) or not isinstance(v, str | int):
             raise ConfigError(f"{key}.{k} must be a string, not {v!r}")
         result[str(k)] = str(v)

@@ -42,8 +42,12 @@ class PulumiProject:
         return pulumi_local.run(list(args), cwd=self.directory, env=self.env, timeout=900)
 
     def init_stack(self, name: str, config: dict[str, Any]) -> None:
-        """Create the stack and give it ``config`` (objects as objects, which ``config set`` cannot)."""
+        """Create the stack and give it ``config`` (objects as objects, which ``config set`` cannot).
+
+        The stack file is written as JSON, which is YAML whose strings are all quoted: PyYAML writes YAML 1.1 and
+        leaves a string such as 257e71 (a test's random suffix) bare, which Pulumi, reading YAML 1.2, takes for a
+        number."""
         self("stack", "init", name)
         stack_file = self.directory / f"Pulumi.{name}.yaml"
         stack = yaml.safe_load(stack_file.read_text()) or {}
-        stack_file.write_text(yaml.safe_dump({**stack, "config": config}))
+        stack_file.write_text(json.dumps({**stack, "config": config}, indent=2))

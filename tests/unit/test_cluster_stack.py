@@ -658,6 +658,14 @@ def test_malformed_config_names_its_key(
         config(values)
 
 
+def test_a_label_value_yaml_read_as_a_float_is_refused_with_how_to_quote_it(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    # Pulumi reads its stack files as YAML 1.2, where the unquoted value 257e71 is the number 2.57e+73.
+    with pytest.raises(ConfigError, match=r"esi:nodeSelector\.pool must be a string, not the number .*: quote it"):
+        config({"nodeSelector": {"pool": 2.57e73}})
+
+
 def test_a_stall_time_set_in_config_reaches_the_operators(
     config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
 ) -> None:
