@@ -244,7 +244,8 @@ def _flag(value: bool | None, default: bool) -> bool:
 
 
 def _string_map(key: str, value: Any) -> dict[str, str]:
-    """A map of strings; numbers are accepted as their text (YAML reads a label value 0 as a number)."""
+    """A map of strings; integers are accepted as their text (YAML reads a label value 0 as a number), floats are
+    refused (their text is lost: YAML 1.2 reads 1e3 as 1000.0)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -252,7 +253,6 @@ def _string_map(key: str, value: Any) -> dict[str, str]:
     result: dict[str, str] = {}
     for k, v in value.items():
         if isinstance(v, float):
-            # The number's text is gone: 1e3 and 1000 read alike.
             raise ConfigError(f"{key}.{k} must be a string, not the number {v!r}: quote it, e.g. '1e3'")
         if isinstance(v, bool) or not isinstance(v, str | int):
             raise ConfigError(f"{key}.{k} must be a string, not {v!r}")
