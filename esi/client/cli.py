@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -220,13 +221,27 @@ def _session(ctx: typer.Context, namespace: str | None, output: Output | None) -
     return replace(session, namespace=namespace or session.namespace, output=output or session.output)
 
 
+class _YamlDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper that also quotes a string a YAML 1.2 reader (kubectl, Pulumi) would take for a
+    number, such as a name 1e3 or 0o17: PyYAML quotes only what YAML 1.1 reads as one."""
+
+
+_YAML_12_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_YamlDumper.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_12_FLOAT, [*"-+.0123456789"])
+_YamlDumper.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^0o[0-7]+$"), ["0"])
+
+
+def _yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_YamlDumper, sort_keys=False)
+
+
 def _dump(output: Output, data: Any) -> None:
     """``data`` (models, or lists and maps of them) as the API wrote it, in JSON or YAML."""
     plain = to_jsonable_python(data, by_alias=True)
     if output is Output.JSON:
         typer.echo(json.dumps(plain, indent=2))
     else:
-        typer.echo(yaml.safe_dump(plain, sort_keys=False), nl=False)
+        typer.echo(_yaml(plain), nl=False)
 
 
 def _emit(session: _Session, data: Any, render: Callable[[], RenderableType]) -> None:
@@ -765,7 +780,7 @@ def watch(
                 record = {"destination": event.destination, "action": event.action, "name": event.name}
                 record["resource"] = to_jsonable_python(event.resource, by_alias=True)
                 # YAML: each event one item of a sequence that grows as events come
-                text = json.dumps(record) + "\n" if session.output is Output.JSON else yaml.safe_dump([record])
+                text = json.dumps(record) + "\n" if session.output is Output.JSON else _yaml([record])
                 typer.echo(text, nl=False)
     except KeyboardInterrupt:
         return  # Ctrl-C is how a watch ends

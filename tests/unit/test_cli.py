@@ -152,6 +152,18 @@ def test_yaml_output_parses() -> None:
     assert yaml.safe_load(result.stdout)["wordcount"]["state"] == "ReadyState"
 
 
+@pytest.mark.parametrize("name", ["257e71", "1e3", "0o17", "123", "1.5"])
+def test_yaml_output_quotes_a_name_that_a_yaml_1_2_reader_would_take_for_a_number(name: str) -> None:
+    # kubectl and Pulumi read YAML 1.2, where a bare 1e3 is a float and 0o17 an int; PyYAML reads YAML 1.1.
+    api = FakeApi().answer("GET", "/external/jobs", body={name: wire_job(name)})
+
+    result = run(api, "-o", "yaml", "jobs")
+
+    assert f"'{name}':" in result.stdout, result.stdout
+    assert f"name: '{name}'" in result.stdout, result.stdout
+    assert yaml.safe_load(result.stdout)[name]["name"] == name
+
+
 def test_url_token_and_namespace_come_from_the_environment_and_the_command_line_wins() -> None:
     api = FakeApi().answer("GET", "/external/overview", body=wire_overview())
     env = {"ESI_URL": "http://esi.example:9000", "ESI_TOKEN": "secret", "ESI_NAMESPACE": "team"}
