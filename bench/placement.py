@@ -7,12 +7,14 @@ same client qps/burst — esi's second scheduler calling the extender (filter + 
 extender as the baseline and, unless ``--no-before``, one configured the earlier way (filter + preempt).
 
 esi run: a Testbed of ``--nodes`` full nodes (every slot's ghost fills its node), job k reserved the slots
-of node k; all executors are created at once (``--creators`` threads, as many Spark drivers would create
-theirs) and the clock stops when every one runs. Each needs the extender's filter answer and its bind call,
-which deletes the slot's ghost and binds the executor. Before run:
+of node k, and its executors are pinned there as esi pins executors (node affinity to their slots' nodes by
+label and by name, ``esi.objects.applications.slot_node_affinity``); all executors are created at once
+(``--creators`` threads, as many Spark drivers would create theirs) and the clock stops when every one runs.
+Each needs the extender's filter answer and its bind call, which deletes the slot's ghost and binds the
+executor. Before run:
 the same on a Testbed of its own, each executor needing a preemption of its slot's ghost, the ghost's
 deletion and a second scheduling cycle. Baseline run, same process: the same number of pods, same sizes,
-pinned by node selector to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
+pinned the same way to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
 evict). Floor run, unless ``--no-floor``: the same executors on a third Testbed, each placed at its creation —
 the creating thread deletes its slot's ghost, then creates the executor with its node and slot already set, as a
 mutating admission webhook could at best (without the webhook's own round trip and decision); no scheduler takes
@@ -41,6 +43,7 @@ from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times, scheduler_buckets
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
+from esi.objects.applications import slot_node_affinity
 from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,
     JOB_LABEL,
@@ -58,10 +61,29 @@ from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from kube.errors import Refusal, refusal
 from kube.resources import PodObjects, plain
 
-TESTBED_NODE = "esi.bench/testbed-node"
-BASELINE_NODE = "esi.bench/baseline-node"
-BEFORE_NODE = "esi.bench/before-node"
-FLOOR_NODE = "esi.bench/floor-node"
+
+@dataclass(frozen=True)
+class Pool:
+    """The nodes of one run: node k is named ``<prefix>-<k>`` and carries ``label: k``."""
+
+    label: str
+    prefix: str
+
+    def node(self, k: int) -> str:
+        return f"{self.prefix}-{k}"
+
+    def specs(self, nodes: int, cpu: str, memory: str) -> list[NodeSpec]:
+        return [NodeSpec(self.node(k), cpu, memory, labels={self.label: str(k)}) for k in range(nodes)]
+
+    def affinity(self, k: int) -> dict[str, Any]:
+        """Pinned to node k as esi pins an executor to its slots' nodes: by label and by name."""
+        return slot_node_affinity(None, node_label=self.label, node_ids=(str(k),), node_names=(self.node(k),))
+
+
+TESTBED = Pool("esi.bench/testbed-node", "tb")
+BASELINE = Pool("esi.bench/baseline-node", "base")
+BEFORE = Pool("esi.bench/before-node", "before")
+FLOOR = Pool("esi.bench/floor-node", "floor")
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -75,11 +97,11 @@ def _wait(what: str, probe: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.5)
 
 
-def _pod(name: str, scheduler: str, selector: dict[str, str], labels: dict[str, str], priority: str | None) -> Pod:
+def _pod(name: str, scheduler: str, affinity: dict[str, Any], labels: dict[str, str], priority: str | None) -> Pod:
     size = {"cpu": "1", "memory": "1Gi"}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
-        "nodeSelector": selector,
+        "affinity": affinity,
         "terminationGracePeriodSeconds": 0,
         "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": size, "limits": size}}],
     }
@@ -229,12 +251,10 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
     _wait(f"every slot of {name} reserved", lambda: testbed_status().get("counts", {}).get("reserved") == reserved, 600)
 
 
-def _executors(run: str, testbed: str, scheduler: str, node_label: str, *, nodes: int, per_node: int) -> list[Pod]:
+def _executors(run: str, testbed: str, scheduler: str, pool: Pool, *, nodes: int, per_node: int) -> list[Pod]:
     labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, "bench": run}
     return [
-        _pod(
-            f"{run}-{k}-{e}", scheduler, {node_label: str(k)}, labels | {JOB_LABEL: f"job-{k}"}, EXECUTOR_PRIORITY_CLASS
-        )
+        _pod(f"{run}-{k}-{e}", scheduler, pool.affinity(k), labels | {JOB_LABEL: f"job-{k}"}, EXECUTOR_PRIORITY_CLASS)
         for k in range(nodes)
         for e in range(per_node)
     ]
@@ -249,7 +269,7 @@ class Placed:
     where: str
 
 
-def _at_creation(client: Client, testbed: str, node_label: str, pods: list[Pod]) -> tuple[list[Pod], Creation]:
+def _at_creation(client: Client, testbed: str, pool: Pool, pods: list[Pod]) -> tuple[list[Pod], Creation]:
     """``pods`` (executors made by ``_executors``) with their node and slot set, and the creation that first deletes
     the slot's ghost (no grace period): placement at creation, as a mutating admission webhook could do it."""
     ghosts = {
@@ -257,17 +277,15 @@ def _at_creation(client: Client, testbed: str, node_label: str, pods: list[Pod])
         for ghost in map(plain, client.list(PodObjects, namespace=NAMESPACE, labels={TESTBED_LABEL: testbed}))
         if ghost["metadata"]["labels"].get(ROLE_LABEL) == ROLE_GHOST
     }
-    nodes = {
-        labels[node_label]: str(node.metadata.name)
-        for node in client.list(Node)
-        if node.metadata is not None and node_label in (labels := node.metadata.labels or {})
-    }
+    nodes = sum(
+        1 for node in client.list(Node) if node.metadata is not None and pool.label in (node.metadata.labels or {})
+    )
     placed = []
     for pod in pods:
         manifest = pod.to_dict()
         k = int(manifest["metadata"]["labels"][JOB_LABEL].removeprefix("job-"))
-        slot = _slot(k, int(manifest["metadata"]["name"].rsplit("-", 1)[1]), len(nodes))
-        manifest["spec"]["nodeName"] = nodes[manifest["spec"].pop("nodeSelector")[node_label]]
+        slot = _slot(k, int(manifest["metadata"]["name"].rsplit("-", 1)[1]), nodes)
+        manifest["spec"]["nodeName"] = pool.node(k)
         manifest["metadata"]["annotations"] = {SLOT_ANNOTATION: str(slot)}
         placed.append(cast(Pod, Pod.from_dict(manifest)))
 
@@ -327,30 +345,29 @@ def run(
     executors = nodes * per_node
     # Full nodes: the slots' ghosts take all of each testbed node.
     cpu, memory = str(per_node), f"{per_node}Gi"
-    specs = [NodeSpec(f"tb-{i}", cpu, memory, labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
-    specs += [NodeSpec(f"base-{i}", cpu, memory, labels={BASELINE_NODE: str(i)}) for i in range(nodes)]
+    specs = TESTBED.specs(nodes, cpu, memory) + BASELINE.specs(nodes, cpu, memory)
     if before:
-        specs += [NodeSpec(f"before-{i}", cpu, memory, labels={BEFORE_NODE: str(i)}) for i in range(nodes)]
+        specs += BEFORE.specs(nodes, cpu, memory)
     if floor:
-        specs += [NodeSpec(f"floor-{i}", cpu, memory, labels={FLOOR_NODE: str(i)}) for i in range(nodes)]
+        specs += FLOOR.specs(nodes, cpu, memory)
     with local_stack("bench-placement", specs, qps=qps, burst=burst, keep_logs=keep_logs) as stack:
         cluster = stack.cluster
         plain = SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst))
         plain.start()
-        _testbed(cluster, "tb", TESTBED_NODE, nodes=nodes, per_node=per_node)
+        _testbed(cluster, "tb", TESTBED.label, nodes=nodes, per_node=per_node)
         if before:
             preempting = SecondScheduler(
                 cluster, SecondSchedulerSettings(PREEMPTING, stack.extender_url, bind_verb=None, qps=qps, burst=burst)
             )
             preempting.start()
-            _testbed(cluster, "before", BEFORE_NODE, nodes=nodes, per_node=per_node)
+            _testbed(cluster, "before", BEFORE.label, nodes=nodes, per_node=per_node)
         if floor:
-            _testbed(cluster, "floor", FLOOR_NODE, nodes=nodes, per_node=per_node, submitted=True)
+            _testbed(cluster, "floor", FLOOR.label, nodes=nodes, per_node=per_node, submitted=True)
         time.sleep(2)  # the extender's watch follows the same statuses; give it a moment, it is not what is measured
 
         print(f"\nbaseline: {executors} pods pinned to {nodes} empty nodes by the plain scheduler", flush=True)
         baseline = [
-            _pod(f"base-{k}-{e}", "plain-scheduler", {BASELINE_NODE: str(k)}, {"bench": "baseline"}, None)
+            _pod(f"base-{k}-{e}", "plain-scheduler", BASELINE.affinity(k), {"bench": "baseline"}, None)
             for k in range(nodes)
             for e in range(per_node)
         ]
@@ -360,12 +377,12 @@ def run(
         print(f"\nesi: {executors} executors into their reserved slots (filter, then bind in place of the ghost)")
         esi = _measured(
             stack,
-            _executors("esi", "tb", SCHEDULER_NAME, TESTBED_NODE, nodes=nodes, per_node=per_node),
+            _executors("esi", "tb", SCHEDULER_NAME, TESTBED, nodes=nodes, per_node=per_node),
             "esi",
             stack.scheduler,
             creators,
         )
-        _check(esi.running, [f"tb-{i}" for i in range(nodes)], per_node)
+        _check(esi.running, [TESTBED.node(k) for k in range(nodes)], per_node)
         print(esi.where, flush=True)
         figures = [
             f"{executors} pods created {creators} at a time, scheduler client qps {qps:g} / burst {burst}, "
@@ -377,12 +394,12 @@ def run(
             print(f"\nbefore: {executors} executors the earlier way (filter, preemption of the ghost, second cycle)")
             earlier = _measured(
                 stack,
-                _executors("before", "before", PREEMPTING, BEFORE_NODE, nodes=nodes, per_node=per_node),
+                _executors("before", "before", PREEMPTING, BEFORE, nodes=nodes, per_node=per_node),
                 "before",
                 preempting,
                 creators,
             )
-            _check(earlier.running, [f"before-{i}" for i in range(nodes)], per_node)
+            _check(earlier.running, [BEFORE.node(k) for k in range(nodes)], per_node)
             print(earlier.where, flush=True)
             rate = executors / earlier.seconds
             figures.append(f"  before (filter + preemption round): {earlier.seconds:6.1f}s  {rate:6.1f} pods/s")
@@ -391,11 +408,11 @@ def run(
             executors_at_creation, swap_in = _at_creation(
                 stack.client,
                 "floor",
-                FLOOR_NODE,
-                _executors("floor", "floor", SCHEDULER_NAME, FLOOR_NODE, nodes=nodes, per_node=per_node),
+                FLOOR,
+                _executors("floor", "floor", SCHEDULER_NAME, FLOOR, nodes=nodes, per_node=per_node),
             )
             lowest = _measured(stack, executors_at_creation, "floor", None, creators, creation=swap_in)
-            _check(lowest.running, [f"floor-{i}" for i in range(nodes)], per_node)
+            _check(lowest.running, [FLOOR.node(k) for k in range(nodes)], per_node)
             print(lowest.where, flush=True)
             rate = executors / lowest.seconds
             figures.append(f"  floor (at creation, no scheduler):  {lowest.seconds:6.1f}s  {rate:6.1f} pods/s")

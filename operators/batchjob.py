@@ -388,6 +388,7 @@ def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> S
         testbed=action.testbed,
         node_label=spec.node_label,
         node_ids=tuple(sorted({str(table[i].node_id) for i in action.slots})),
+        node_names=tuple(sorted({table[i].node_name for i in action.slots})),
         slots=action.slots,
         cpu=spec.resources_per_slot.cpu,
         memory=spec.resources_per_slot.memory,

@@ -6,8 +6,13 @@ values give way:
 
 * one executor per slot, each requesting and limited to exactly the slot size (what the Testbed and the
   extender compare), in the units the real operator turns into pod requests;
-* required node affinity to the nodes of the slots, ANDed into every term the user wrote (terms are ORed,
-  so each must carry it); the user's preferred terms, pod affinity and anti-affinity stay;
+* required node affinity to the nodes of the slots, by the Testbed's node label and by name, ANDed into every
+  term the user wrote (terms are ORed, so each must carry it; one term per node, as the API server takes one name
+  per field requirement); the user's preferred terms, pod affinity and anti-affinity stay. By name, because
+  kube-scheduler then considers only those nodes for an executor (its NodeAffinity PreFilter narrows a cycle to
+  the names every required term lists under ``metadata.name``); by label alone, it would filter every node of the
+  cluster for each executor. The extender binds an executor only on its slot's node, which is the name the
+  Testbed's table gave it;
 * the second scheduler and the executor priority class, so an executor may take a ghost's place;
 * the Testbed's tolerations, after the user's (so an executor goes wherever its slot's ghost is);
 * labels naming the role, the Testbed, the BatchJob and the attempt (the user's other labels stay);
@@ -79,6 +84,7 @@ __all__ = [
     "application_pod_selector",
     "application_view",
     "is_executor_pod",
+    "slot_node_affinity",
 ]
 
 _MIB: Final = 2**20
@@ -146,6 +152,7 @@ class SlotAssignment:
     testbed: str  # the Testbed's name
     node_label: str  # the Testbed's spec.nodeLabel
     node_ids: tuple[str, ...]  # values of that label on the nodes that hold the slots
+    node_names: tuple[str, ...]  # and those nodes' names
     slots: tuple[int, ...]  # the reserved slot ids; one executor per slot
     cpu: Quantity  # the slot size
     memory: Quantity
@@ -224,7 +231,9 @@ class _ExecutorSettings:
     """What every executor pod of a run gets, whichever operator creates it."""
 
     labels: dict[str, str]
-    node_requirement: dict[str, Any]
+    node_label: str
+    node_ids: tuple[str, ...]
+    node_names: tuple[str, ...]
     memory_mib: int
     cpu: Quantity
     tolerations: tuple[dict[str, Any], ...] = ()
@@ -238,11 +247,9 @@ class _ExecutorSettings:
                 JOB_LABEL: job.metadata.name,
                 ATTEMPT_LABEL: str(assignment.attempt),
             },
-            node_requirement={
-                "key": assignment.node_label,
-                "operator": "In",
-                "values": sorted(set(assignment.node_ids)),
-            },
+            node_label=assignment.node_label,
+            node_ids=assignment.node_ids,
+            node_names=assignment.node_names,
             memory_mib=_whole_mib(job.metadata.name, assignment),
             cpu=assignment.cpu,
             tolerations=tuple(t.to_json_dict() for t in assignment.tolerations),
@@ -273,22 +280,36 @@ class _ExecutorSettings:
         return tolerations + [dict(t) for t in self.tolerations if t not in tolerations]
 
     def affinity(self, user: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``user``'s affinity with the slot nodes required: in every required term, as terms are ORed."""
-        affinity = copy.deepcopy(dict(user or {}))
-        affinity["nodeAffinity"] = node_affinity = affinity.get("nodeAffinity") or {}
-        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-        terms = required.get("nodeSelectorTerms") or [{}]
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            **required,
-            "nodeSelectorTerms": [
-                {
-                    **term,
-                    "matchExpressions": [*(term.get("matchExpressions") or []), copy.deepcopy(self.node_requirement)],
-                }
-                for term in terms
-            ],
-        }
-        return affinity
+        return slot_node_affinity(user, node_label=self.node_label, node_ids=self.node_ids, node_names=self.node_names)
+
+
+def slot_node_affinity(
+    user: Mapping[str, Any] | None, *, node_label: str, node_ids: Sequence[str], node_names: Sequence[str]
+) -> dict[str, Any]:
+    """``user``'s affinity with the slots' nodes required — by the Testbed's ``node_label`` having one of ``node_ids``,
+    and by name. Each required term of the user's becomes one term per node, the name in ``matchFields``: the API
+    server allows a single name per field requirement, and terms are ORed."""
+    by_label = {"key": node_label, "operator": "In", "values": sorted(set(node_ids))}
+    affinity = copy.deepcopy(dict(user or {}))
+    affinity["nodeAffinity"] = node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or [{}]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        **required,
+        "nodeSelectorTerms": [
+            {
+                **copy.deepcopy(term),
+                "matchExpressions": [*copy.deepcopy(term.get("matchExpressions") or []), copy.deepcopy(by_label)],
+                "matchFields": [
+                    *copy.deepcopy(term.get("matchFields") or []),
+                    {"key": "metadata.name", "operator": "In", "values": [name]},
+                ],
+            }
+            for term in terms
+            for name in sorted(set(node_names))
+        ],
+    }
+    return affinity
 
 
 def _whole_mib(job: str, assignment: SlotAssignment) -> int:

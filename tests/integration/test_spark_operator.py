@@ -69,6 +69,7 @@ SLOTS = SlotAssignment(
     testbed="real-testbed",
     node_label="esi.test/real-node",
     node_ids=("0", "1"),
+    node_names=("real-node-a", "real-node-b"),
     slots=(0, 1),
     cpu=Quantity("1"),
     memory=Quantity("1Gi"),
@@ -139,8 +140,12 @@ def test_the_operator_submits_esis_application_and_spark_creates_its_driver(
     template = _executor_template(operator_client, driver)
     assert template["spec"]["priorityClassName"] == EXECUTOR_PRIORITY_CLASS
     terms = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert {"key": "esi.test/real-node", "operator": "In", "values": ["0", "1"]} in terms["nodeSelectorTerms"][0][
-        "matchExpressions"
+    # By label, and by name in one term per node, which lets kube-scheduler consider only these nodes: Spark keeps
+    # the field requirements.
+    by_label = {"key": "esi.test/real-node", "operator": "In", "values": ["0", "1"]}
+    assert terms["nodeSelectorTerms"] == [
+        {"matchExpressions": [by_label], "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in ("real-node-a", "real-node-b")
     ]
 
 

@@ -54,6 +54,7 @@ THESIS_SLOTS = SlotAssignment(
     testbed="profiler-testbed",
     node_label=NODE_LABEL,
     node_ids=("1", "0", "1"),
+    node_names=("node-b", "node-a", "node-b"),
     slots=(0, 2, 3),
     cpu=Quantity("700m"),
     memory=Quantity("896Mi"),
@@ -81,6 +82,7 @@ def slots(cpu: str, memory: str, **changes: Any) -> SlotAssignment:
         "testbed": "tb",
         "node_label": NODE_LABEL,
         "node_ids": ("0",),
+        "node_names": ("node-a",),
         "slots": (0, 1),
         "cpu": Quantity(cpu),
         "memory": Quantity(memory),
@@ -358,14 +360,26 @@ USER_AFFINITY: dict[str, Any] = {
     },
 }
 SLOT_NODES = {"key": NODE_LABEL, "operator": "In", "values": ["0", "1"]}
+NODE_A = {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+NODE_B = {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+# One term per slot node: the API server takes one name per field requirement.
+SLOT_NODE_TERMS = [
+    {"matchExpressions": [SLOT_NODES], "matchFields": [NODE_A]},
+    {"matchExpressions": [SLOT_NODES], "matchFields": [NODE_B]},
+]
+DISK = {"key": "disk", "operator": "In", "values": ["ssd"]}
+NOT_BROKEN = {"key": "metadata.name", "operator": "NotIn", "values": ["broken-node"]}
 
 
-def expected_affinity(user: Mapping[str, Any]) -> dict[str, Any]:
-    """``user``'s affinity with the slot nodes ANDed into each required term."""
-    expected = copy.deepcopy(dict(user))
-    for term in expected["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
-        term["matchExpressions"] = [*term.get("matchExpressions", []), SLOT_NODES]
-    return expected
+# USER_AFFINITY with each of its two required terms split into one per slot node, requiring the node by label and
+# by name; the rest as the user wrote it.
+USER_AFFINITY_IN_SLOTS: dict[str, Any] = copy.deepcopy(USER_AFFINITY)
+USER_AFFINITY_IN_SLOTS["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = [
+    {"matchExpressions": [DISK, SLOT_NODES], "matchFields": [NODE_A]},
+    {"matchExpressions": [DISK, SLOT_NODES], "matchFields": [NODE_B]},
+    {"matchExpressions": [SLOT_NODES], "matchFields": [NOT_BROKEN, NODE_A]},
+    {"matchExpressions": [SLOT_NODES], "matchFields": [NOT_BROKEN, NODE_B]},
+]
 
 
 def test_the_application_is_named_annotated_and_owned_like_its_batchjob() -> None:
@@ -435,7 +449,7 @@ def test_spark_executors_are_placed_in_the_slot_nodes_and_keep_the_users_labels_
         JOB_LABEL: "spark-crawler",
         ATTEMPT_LABEL: "1",
     }
-    assert executor["affinity"] == expected_affinity(USER_AFFINITY)
+    assert executor["affinity"] == USER_AFFINITY_IN_SLOTS
     assert executor["schedulerName"] == SCHEDULER_NAME
     assert executor["priorityClassName"] == EXECUTOR_PRIORITY_CLASS
 
@@ -444,11 +458,7 @@ def test_without_user_affinity_one_term_requires_the_slot_nodes() -> None:
     executor = build(spark_job())["spec"]["executor"]
 
     assert executor["affinity"] == {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [SLOT_NODES]}]
-            }
-        }
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": SLOT_NODE_TERMS}}
     }
 
 
@@ -464,7 +474,7 @@ def test_spark_executor_pod_template_gets_the_placement_too() -> None:
         pod["metadata"]["labels"].items()
         >= {"team": "crawler", ROLE_LABEL: ROLE_EXECUTOR, JOB_LABEL: "spark-crawler"}.items()
     )
-    assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
+    assert pod["spec"]["affinity"] == USER_AFFINITY_IN_SLOTS
     assert pod["spec"]["containers"] == template["spec"]["containers"]
     assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
 
@@ -482,7 +492,7 @@ def test_spark_executors_get_their_placement_from_a_pod_template_without_the_ope
     }
     assert pod["spec"]["affinity"] == executor["affinity"]
     assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchExpressions": [SLOT_NODES]}]
+        "nodeSelectorTerms": SLOT_NODE_TERMS
     }
     assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
     assert pod["spec"]["containers"] == [{"name": "spark-kubernetes-executor"}]  # the one the operator names
@@ -495,7 +505,7 @@ def test_the_users_executor_affinity_field_goes_into_the_template_as_the_webhook
 
     executor = build(job)["spec"]["executor"]
 
-    assert executor["affinity"] == executor["template"]["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
+    assert executor["affinity"] == executor["template"]["spec"]["affinity"] == USER_AFFINITY_IN_SLOTS
 
 
 def test_the_spark_driver_is_left_as_the_user_wrote_it() -> None:
@@ -564,7 +574,7 @@ def test_flink_taskmanagers_are_placed_labelled_and_scheduled_by_esi() -> None:
     assert pod["metadata"]["annotations"] == {"note": "kept"}
     assert pod["spec"]["containers"] == user_template["spec"]["containers"]
     # The operator merges spec.podTemplate under the TaskManager's: the user's affinity there must survive ours.
-    assert pod["spec"]["affinity"] == expected_affinity(USER_AFFINITY)
+    assert pod["spec"]["affinity"] == USER_AFFINITY_IN_SLOTS
     assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == (SCHEDULER_NAME, EXECUTOR_PRIORITY_CLASS)
     # Resolved for the operator: each component's template is whole, the common one is gone.
     assert "podTemplate" not in spec

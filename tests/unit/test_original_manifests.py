@@ -143,7 +143,7 @@ def test_an_original_flink_job_runs_as_a_flinkdeployment_the_simulator_runs() ->
     volume, mount = {"name": "jars", "emptyDir": {}}, {"name": "jars", "mountPath": "/opt/flink/usrlib"}
     original = ORIGINAL_FLINK | {"volumes": [volume], "volumeMounts": [mount]}
     job = BatchJob.model_validate(batchjob_manifest(sparkSpec=None, flinkSpec=original))
-    slots = SlotAssignment("tb", "slots", ("0", "1"), (0, 1), Quantity("1"), Quantity("1Gi"))
+    slots = SlotAssignment("tb", "slots", ("0", "1"), ("node-0", "node-1"), (0, 1), Quantity("1"), Quantity("1Gi"))
 
     app = application_manifest(job, slots, namespace="ns", uid="uid-of-the-batchjob")
     deployment = flink_jobmanager_deployment(app | {"metadata": app["metadata"] | {"uid": "uid-of-the-deployment"}})
