@@ -153,6 +153,5 @@ async def streaming(streams: Iterable[Stream], client: AsyncClient, **backoff: f
     finally:
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            await asyncio.wait(tasks)  # not awaited: that would swallow a cancellation of the caller

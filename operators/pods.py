@@ -13,7 +13,6 @@ indexes are filled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -176,6 +175,5 @@ async def _follow_pods(memo: kopf.Memo, **kopf_indexes: Any) -> None:
 @kopf.on.cleanup()
 async def _stop_following_pods(memo: kopf.Memo, **_: Any) -> None:
     memo.pods_followed.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await memo.pods_followed
+    await asyncio.wait([memo.pods_followed])  # not awaited: that would swallow a cancellation of this handler
     await memo.pods_client.close()

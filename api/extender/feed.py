@@ -375,6 +375,5 @@ async def feeding(
         yield feed
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])  # not awaited: that would swallow a cancellation of the caller
         await client.close()

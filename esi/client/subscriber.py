@@ -218,7 +218,8 @@ class Subscription:
         self._await_receipts(time.monotonic() + _RECEIPT_TIMEOUT_S, f"UNSUBSCRIBE {destination}")
 
     def close(self) -> None:
-        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice."""
+        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice. A cancelled
+        caller closes the WebSocket without the DISCONNECT."""
         if self._closed:
             return
         self._closed = True
@@ -311,15 +312,15 @@ class AsyncSubscription:
         await self._await_receipts(time.monotonic() + _RECEIPT_TIMEOUT_S, f"UNSUBSCRIBE {destination}")
 
     async def close(self) -> None:
-        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice."""
+        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice. A cancelled
+        caller closes the WebSocket without the DISCONNECT."""
         if self._closed:
             return
         self._closed = True
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeats
         try:
+            if self._heartbeats is not None:
+                self._heartbeats.cancel()
+                await asyncio.wait([self._heartbeats])  # not awaited: that would swallow a cancellation of the caller
             await self._send(self._session.disconnect())
             await self._await_receipts(time.monotonic() + _RECEIPT_TIMEOUT_S, "DISCONNECT")
         except StompError:

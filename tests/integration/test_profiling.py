@@ -250,7 +250,7 @@ def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
     set_up(profiler_slots=1, scheduler_slots=3)
     command = [sys.executable, "-m", "examples.profiling", "--url", esi_endpoint.url, "-n", namespace]
     command += ["--time-scale", str(TIME_SCALE)]
-    env = os.environ | {"ESI_TOKEN": esi_endpoint.token}
+    env = os.environ | {"ESI_TOKEN": esi_endpoint.token, "PYTHONFAULTHANDLER": "1"}
 
     def both_loops_busy() -> bool:
         names = schedulings(esi_endpoint, namespace)
@@ -264,7 +264,13 @@ def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
         try:
             wait_for("a Scheduling of each loop at once", both_loops_busy, timeout=60)
             first.send_signal(signal.SIGINT)
-            assert first.wait(timeout=20) == 130, first_log.read_text()
+            try:
+                code = first.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                first.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack into the log
+                first.wait(timeout=10)
+                pytest.fail(f"still running 20 s after Ctrl-C:\n{first_log.read_text()}")
+            assert code == 130, first_log.read_text()
         finally:
             if first.poll() is None:
                 first.kill()

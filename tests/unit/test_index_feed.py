@@ -32,6 +32,7 @@ from kube.resources import TestbedResource
 from kube.watch import Stream, streaming
 from tests import builders
 from tests.builders import status_slot, stored
+from tests.cancellation import assert_caller_stays_cancelled
 from tests.manifests import testbed_manifest
 from tests.unit.test_slot_index import filter_args
 
@@ -524,6 +525,11 @@ def test_a_stream_that_is_not_joinable_refuses_a_consumer_once_it_has_listed() -
     asyncio.run(run())
 
     assert late.testbeds.get("ns", "tb") is None
+
+
+def test_a_caller_cancelled_while_its_streams_stop_ends_cancelled() -> None:
+    cluster = FakeCluster(lists={TestbedResource: [([full_testbed("tb", 1)], "10")]}, watches={TestbedResource: []})
+    assert_caller_stays_cancelled(lambda: streaming([Stream("testbeds", TestbedResource)], cast(AsyncClient, cluster)))
 
 
 # A table of six slots on n0/n1: some rows name their ghost, one names its executor, one names nobody.

@@ -39,6 +39,7 @@ from api.threaded import serve_in_thread
 from esi.client.subscriber import StompError, Subscription, asubscribe, subscribe, websocket_url
 from esi.wire.rest import View
 from esi.wire.stomp_frames import Frame, FrameParser, Message, encode
+from tests.cancellation import assert_caller_stays_cancelled
 
 NAMESPACE = "esi"
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
@@ -552,6 +553,11 @@ def test_the_async_client_subscribes_and_receives(esi: Served) -> None:
         return None
 
     assert asyncio.run(scenario()) == {"action": "MODIFIED"}
+
+
+def test_a_cancelled_async_subscriber_stays_cancelled_through_its_close(esi: Served) -> None:
+    assert_caller_stays_cancelled(lambda: asubscribe(esi.url, ["/topic/schedulings"], token=ALICE, heartbeat_ms=1000))
+    eventually(lambda: esi.broker.sessions == 0)
 
 
 def test_the_async_client_reports_refusals(esi: Served) -> None:
