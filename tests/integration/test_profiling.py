@@ -241,6 +241,15 @@ def test_the_scheduler_pairs_each_job_with_its_best_partner(
     wait_for("the Scheduling deleted", lambda: not schedulings(esi_endpoint, namespace))
 
 
+# The example as started at a terminal, where Ctrl-C interrupts: SIGINT handled as Python does by default, also when
+# the suite runs with it ignored (a background job of a non-interactive shell, `make test &`, passes SIG_IGN down to
+# every process it starts, and Python then leaves SIGINT ignored).
+AT_A_TERMINAL = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('examples.profiling', run_name='__main__', alter_sys=True)"
+)
+
+
 def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
     set_up: SetUp,
     esi_endpoint: EsiApi,
@@ -248,8 +257,8 @@ def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
     tmp_path: Path,
 ) -> None:
     set_up(profiler_slots=1, scheduler_slots=3)
-    command = [sys.executable, "-m", "examples.profiling", "--url", esi_endpoint.url, "-n", namespace]
-    command += ["--time-scale", str(TIME_SCALE)]
+    arguments = ["--url", esi_endpoint.url, "-n", namespace, "--time-scale", str(TIME_SCALE)]
+    command = [sys.executable, "-m", "examples.profiling", *arguments]
     env = os.environ | {"ESI_TOKEN": esi_endpoint.token, "PYTHONFAULTHANDLER": "1"}
 
     def both_loops_busy() -> bool:
@@ -260,7 +269,9 @@ def test_both_loops_run_side_by_side_and_carry_on_after_ctrl_c(
 
     first_log = tmp_path / "first.log"
     with first_log.open("w") as out:
-        first = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        first = subprocess.Popen(
+            [sys.executable, "-c", AT_A_TERMINAL, *arguments], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
         try:
             wait_for("a Scheduling of each loop at once", both_loops_busy, timeout=60)
             first.send_signal(signal.SIGINT)
