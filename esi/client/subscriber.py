@@ -218,8 +218,7 @@ class Subscription:
         self._await_receipts(time.monotonic() + _RECEIPT_TIMEOUT_S, f"UNSUBSCRIBE {destination}")
 
     def close(self) -> None:
-        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice. A cancelled
-        caller closes the WebSocket without the DISCONNECT."""
+        """DISCONNECT (waiting briefly for esi's receipt) and close the WebSocket; safe to call twice."""
         if self._closed:
             return
         self._closed = True
