@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.client import LabelValue
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Pod
 
 from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times, scheduler_buckets
@@ -269,17 +269,17 @@ class Placed:
     where: str
 
 
-def _at_creation(client: Client, testbed: str, pool: Pool, pods: list[Pod]) -> tuple[list[Pod], Creation]:
-    """``pods`` (executors made by ``_executors``) with their node and slot set, and the creation that first deletes
-    the slot's ghost (no grace period): placement at creation, as a mutating admission webhook could do it."""
+def _at_creation(
+    client: Client, testbed: str, pool: Pool, pods: list[Pod], *, nodes: int
+) -> tuple[list[Pod], Creation]:
+    """``pods`` (executors made by ``_executors`` for ``nodes`` nodes) with their node and slot set, and the creation
+    that first deletes the slot's ghost (no grace period): placement at creation, as a mutating admission webhook
+    could do it."""
     ghosts = {
         slot_of(ghost["metadata"].get("annotations") or {}): ghost["metadata"]["name"]
         for ghost in map(plain, client.list(PodObjects, namespace=NAMESPACE, labels={TESTBED_LABEL: testbed}))
         if ghost["metadata"]["labels"].get(ROLE_LABEL) == ROLE_GHOST
     }
-    nodes = sum(
-        1 for node in client.list(Node) if node.metadata is not None and pool.label in (node.metadata.labels or {})
-    )
     placed = []
     for pod in pods:
         manifest = pod.to_dict()
@@ -410,6 +410,7 @@ def run(
                 "floor",
                 FLOOR,
                 _executors("floor", "floor", SCHEDULER_NAME, FLOOR, nodes=nodes, per_node=per_node),
+                nodes=nodes,
             )
             lowest = _measured(stack, executors_at_creation, "floor", None, creators, creation=swap_in)
             _check(lowest.running, [FLOOR.node(k) for k in range(nodes)], per_node)
