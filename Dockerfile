@@ -1,10 +1,10 @@
-# The image esi's Deployments run in the `cluster` stack (infra/cluster_stack.py): `python -m operators` and
+# The image esi's Deployments run in the `cluster` stack (infra/stacks/cluster.py): `python -m operators` and
 # `python -m api` (the Deployments give the command; there is no default one).
 #
 #   docker build -t <registry>/esi:<version> . && docker push <registry>/esi:<version>
 #   pulumi config set -s cluster esi:image <registry>/esi:<version>
 #
-# Without a daemon, the same layout on Debian's Python: python -m infra.esi_image image | push <destination>.
+# Without a daemon, the same layout on Debian's Python: python -m infra.images.esi image | push <destination>.
 #
 # Two stages: the wheel of esi (the package `esi` alone) is built in the first; the second installs it with
 # its `server` extra (the exact pins of pyproject.toml) and copies the folders that run from source beside it.

@@ -17,16 +17,16 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 up: tools venv node-packages ## pulumi up of the local stack: control plane, KWOK nodes, esi, manifests/; prints where the API is
-	$(BIN)/python -m infra.stack up
+	$(BIN)/python -m infra.stacks.stack up
 
 preview: tools venv ## pulumi preview of the local stack: what `make up` would change (e.g. a new manifest)
-	$(BIN)/python -m infra.stack preview
+	$(BIN)/python -m infra.stacks.stack preview
 
 down: tools venv ## pulumi destroy of the local stack: no process or file left but Pulumi's state
-	$(BIN)/python -m infra.stack down
+	$(BIN)/python -m infra.stacks.stack down
 
 status: venv ## the local stack's outputs again (API URL, token, kubeconfig)
-	$(BIN)/python -m infra.stack outputs
+	$(BIN)/python -m infra.stacks.stack outputs
 
 tools: ## build the missing binaries (Kubernetes, etcd, KWOK, Pulumi) into the cache; free when cached
 	$(PYTHON) -m infra.toolchain ensure
@@ -41,10 +41,10 @@ $(VENV_STAMP): pyproject.toml
 	touch $@
 
 browser: venv ## Debian's Chromium for the UI's browser test (apt-get, only if missing)
-	$(BIN)/python -m infra.browser ensure
+	$(BIN)/python -m infra.toolchain.browser ensure
 
 node-packages: ## Debian's containerd, runc, CNI plugins, umoci, skopeo, a JRE and Maven for real nodes and images (apt-get if missing; without root: skipped)
-	$(PYTHON) -m infra.node_packages ensure --optional
+	$(PYTHON) -m infra.toolchain.node_packages ensure --optional
 
 test: lint typecheck tools venv browser node-packages ## the whole suite: lint, types, unit and integration tests
 	$(BIN)/pytest -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
@@ -68,7 +68,7 @@ format: venv ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff check --fix .
 
 crds: venv ## regenerate crds/ from the models in esi/ (and crds/sim/ from sim/crds.py)
-	$(BIN)/python -m infra.crds
+	$(BIN)/python -m infra.stacks.crds
 	$(BIN)/python -m sim.crds
 
 bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)

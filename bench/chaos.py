@@ -3,8 +3,8 @@
 ``python -m bench.chaos [--jobs 100] [--executors 2] [--nodes 4] [--slots-per-node 2] [--kill-every 10]
 [--control-plane-every 60] [--seed 1] [--keep-logs DIR]``
 
-A fresh local stack (``bench.stack``: every component under ``infra.supervise``, as ``make up`` runs them), a
-Testbed of ``--nodes`` x ``--slots-per-node`` slots and ``--jobs`` simulated Spark BatchJobs of
+A fresh local stack (``bench.stack``: every component under ``infra.local_cluster.supervise``, as ``make up`` runs
+them), a Testbed of ``--nodes`` x ``--slots-per-node`` slots and ``--jobs`` simulated Spark BatchJobs of
 ``--executors`` executors each. The same queue of all jobs runs twice, each time as a new Scheduling: first
 undisturbed (the baseline), then while every ``--kill-every`` seconds one of the reconcilers, the API (with
 the extender), the simulator and the second kube-scheduler is SIGKILLed (in a seeded random order, each in

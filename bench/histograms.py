@@ -8,7 +8,7 @@ import ssl
 import urllib.request
 
 from bench.apiserver import metric_labels
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 
 __all__ = [
     "EXTENDER_HISTOGRAMS",

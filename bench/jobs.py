@@ -51,7 +51,7 @@ from esi.objects.applications import application_pod_selector
 from esi.objects.names import JOB_ANNOTATION, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 from kube.resources import BatchJobResource, SchedulingResource, TestbedResource
 
 TESTBED_NODE = "esi.bench/testbed-node"

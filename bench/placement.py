@@ -57,7 +57,7 @@ from esi.objects.names import (
 )
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from kube.errors import Refusal, refusal
 from kube.resources import PodObjects, plain
 

@@ -24,8 +24,8 @@ from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
-from infra.supervise import supervised
+from infra.local_cluster.supervise import supervised
+from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.crds import application_crds
 
 __all__ = ["Stack", "local_stack"]
@@ -63,7 +63,7 @@ def local_stack(
 ) -> Iterator[Stack]:
     """The stack, deleted afterwards; ``sim``: arguments of ``python -m sim`` (None: no simulator);
     ``operators``: more arguments of ``python -m operators``; ``supervise``: every component under
-    ``infra.supervise``, as the local stack runs them (started again when it exits or is killed);
+    ``infra.local_cluster.supervise``, as the local stack runs them (started again when it exits or is killed);
     ``node_lease_seconds``: see ``LocalCluster``."""
     cluster = LocalCluster(name, Path(tempfile.mkdtemp(prefix="esi-bench-")), node_lease_seconds=node_lease_seconds)
     try:

@@ -3,12 +3,12 @@
 One program, two kinds of stack (``esi:mode``, default: the stack's name):
 
 * ``local`` — what ``make up`` runs: a local control plane with KWOK nodes, and esi's components as
-  supervised local processes (``infra.local_stack``);
+  supervised local processes (``infra.stacks.local``);
 * ``cluster`` — an existing cluster named by a kubeconfig: esi's components as Deployments with
-  least-privilege RBAC, and the Spark and Flink operators as Helm releases (``infra.cluster_stack``).
+  least-privilege RBAC, and the Spark and Flink operators as Helm releases (``infra.stacks.cluster``).
 
 Either way, the Testbeds, BatchJobs and Schedulings committed under ``manifests/`` (``esi:manifests``) are
-applied last, server-side, exactly as committed (``infra.gitops``).
+applied last, server-side, exactly as committed (``infra.stacks.gitops``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.cluster_stack import ClusterEsi, ClusterEsiArgs, ConfigError
-from infra.gitops import Manifests
-from infra.local_stack import LocalEsi, LocalEsiArgs
+from infra.stacks.cluster import ClusterEsi, ClusterEsiArgs, ConfigError
+from infra.stacks.gitops import Manifests
+from infra.stacks.local import LocalEsi, LocalEsiArgs
 from infra.toolchain import REPO_ROOT
 
 config = pulumi.Config("esi")

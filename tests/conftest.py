@@ -25,8 +25,8 @@ import pytest
 from _pytest.nodeid import NodeId
 from hypothesis import settings
 
-from infra.commands import exclusive
 from infra.local_cluster import ClusterError, LocalCluster, NodeSpec
+from infra.toolchain.commands import exclusive
 
 # Shared, noisy machines: a per-example deadline turns a slow moment into a failure that says nothing.
 settings.register_profile("esi", deadline=None)

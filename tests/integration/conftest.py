@@ -21,9 +21,9 @@ from api.threaded import serve_in_thread
 from esi.objects import priority
 from esi.objects.names import SCHEDULER_NAME
 from esi.resources.crds import DEFINITIONS, crd
-from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.toolchain.commands import exclusive
 from tests.integration.admission import KubeletAdmission
 from tests.integration.kube import ensure_process, namespace_manifest, priority_class, wait_for
 from tests.integration.sim_fixtures import esi_sim, sim_crds, sim_garbage_collected  # noqa: F401 (fixtures)

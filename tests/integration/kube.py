@@ -19,8 +19,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
-from infra.commands import exclusive
 from infra.local_cluster import LocalCluster, free_port
+from infra.toolchain.commands import exclusive
 from tests.manifests import testbed_manifest
 
 T = TypeVar("T")

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from infra import pulumi_local, toolchain
+from infra import toolchain
+from infra.stacks import pulumi_local
 
 __all__ = ["PulumiProject"]
 

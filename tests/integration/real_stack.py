@@ -23,8 +23,8 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_ANNOTATION, slot_of
 from infra import images, toolchain
 from infra.local_cluster import LocalCluster, NodeSpec
-from infra.real_node import RealNode, RealNodeSpec
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings
+from infra.local_cluster.real_node import RealNode, RealNodeSpec
+from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.names import APP_UID_LABEL
 from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
 from tests.integration.kube import Watcher, create_in, ensure_process, namespace_manifest, wait_for

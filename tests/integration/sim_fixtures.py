@@ -22,8 +22,8 @@ import time
 import pytest
 from lightkube.generic_resource import create_namespaced_resource
 
-from infra.commands import exclusive
 from infra.local_cluster import LocalCluster
+from infra.toolchain.commands import exclusive
 from sim.crds import FLINK, SPARK, application_crds
 from tests.integration.kube import ensure_process
 

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from infra import images
-from infra.cluster_network import COREDNS, KUBE_PROXY, ClusterNetwork, ClusterNetworkError
 from infra.local_cluster import LocalCluster, process_alive
-from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
+from infra.local_cluster.network import COREDNS, KUBE_PROXY, ClusterNetwork, ClusterNetworkError
+from infra.local_cluster.real_node import RealNode, RealNodeSpec, unavailable_reason
 from tests.integration.kube import create_in, namespace_manifest, wait_for
 
 if (reason := unavailable_reason()) is not None:

@@ -39,9 +39,10 @@ from api.auth import KubernetesAuth
 from api.threaded import serve_in_thread
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS, SCHEDULER_NAME
 from esi.resources.crds import DEFINITIONS
-from infra import pulumi_local, toolchain
-from infra.cluster_stack import ClusterEsiArgs, scheduler_config
+from infra import toolchain
 from infra.local_cluster import LocalCluster, free_port
+from infra.stacks import pulumi_local
+from infra.stacks.cluster import ClusterEsiArgs, scheduler_config
 from tests.conftest import report_failures_in
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import get_or_none, pod, wait_for

@@ -34,16 +34,16 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBi
 from esi.client import EsiClient
 from esi.resources.crds import DEFINITIONS
 from infra import images
-from infra.cluster_network import ClusterNetwork
-from infra.esi_image import esi_image
+from infra.images.esi import esi_image
+from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
 from infra.local_cluster import LocalCluster
-from infra.local_stack import job_accounts
-from infra.real_node import RealNode, RealNodeSpec
-from infra.real_node import unavailable_reason as real_nodes_unavailable
-from infra.second_scheduler import scheduler_image
-from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
-from infra.spark_operator import operator_image
-from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from infra.local_cluster.network import ClusterNetwork
+from infra.local_cluster.real_node import RealNode, RealNodeSpec
+from infra.local_cluster.real_node import unavailable_reason as real_nodes_unavailable
+from infra.stacks.local import job_accounts
+from infra.stacks.second_scheduler import scheduler_image
+from infra.stacks.spark_operator import operator_image
+from infra.stacks.spark_operator import unavailable_reason as spark_operator_unavailable
 from tests.integration.kube import get_or_none, wait_for
 from tests.integration.pulumi_project import PulumiProject
 

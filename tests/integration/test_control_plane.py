@@ -16,7 +16,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
 from infra.local_cluster import KWOK_NODE_ANNOTATION, LocalCluster, NodeSpec
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import (

@@ -25,7 +25,7 @@ from esi.objects.names import (
 )
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
 from tests.integration.test_testbed_reconciler import events

@@ -22,8 +22,8 @@ from esi.objects.flink_memory import (
     smallest_task_manager,
     task_manager_memory,
 )
-from infra.flink_image import flink_home
-from infra.java_runtime import JavaRuntimeError, host_java_home
+from infra.images.flink import flink_home
+from infra.images.java_runtime import JavaRuntimeError, host_java_home
 
 try:
     _JAVA = host_java_home() / "bin" / "java"

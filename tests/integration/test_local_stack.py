@@ -24,11 +24,12 @@ import yaml
 
 from esi.client import EsiClient
 from esi.objects.names import SCHEDULER_NAME
-from infra import pulumi_local, toolchain
+from infra import toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
-from infra.local_stack import real_node_specs, real_nodes_refused
-from infra.real_node import RealNode, unavailable_reason
-from infra.stack import POLICY_PACK
+from infra.local_cluster.real_node import RealNode, unavailable_reason
+from infra.stacks import pulumi_local
+from infra.stacks.local import real_node_specs, real_nodes_refused
+from infra.stacks.stack import POLICY_PACK
 from tests.integration.kube import wait_for
 
 TESTBED = {

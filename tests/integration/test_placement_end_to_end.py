@@ -16,7 +16,7 @@ from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTAT
 from esi.objects.pod_status import scheduler_refusal
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, executor_pod, get_or_none, pod, running_on, wait_for
 from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of

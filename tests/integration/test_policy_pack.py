@@ -19,8 +19,8 @@ import pytest
 from lightkube import Client
 
 import policies
-from infra import pulumi_local
 from infra.local_cluster import LocalCluster, NodeSpec, node_manifest
+from infra.stacks import pulumi_local
 from kube.resources import SchedulingResource
 
 # `--policy-pack policies` (the directory) cannot run with this toolchain's language host: see the script.

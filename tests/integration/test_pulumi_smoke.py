@@ -10,8 +10,8 @@ from pathlib import Path
 from lightkube import Client
 from lightkube.resources.core_v1 import ConfigMap
 
-from infra import pulumi_local
 from infra.local_cluster import LocalCluster
+from infra.stacks import pulumi_local
 from tests.integration.kube import get_or_none
 
 PROGRAM = """

@@ -32,12 +32,12 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
 
 from esi.objects.names import ROLE_EXECUTOR
-from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
-from infra.flink_standin_process import start_standin
-from infra.flink_standin_process import unavailable_reason as standin_unavailable
+from infra.images.flink import FLINK_HOME, WORD_COUNT_CLASS, flink_image, word_count_jar
 from infra.local_cluster import LocalCluster, NodeSpec
-from infra.real_node import RealNode, RealNodeSpec
-from infra.real_node import unavailable_reason as real_nodes_unavailable
+from infra.local_cluster.real_node import RealNode, RealNodeSpec
+from infra.local_cluster.real_node import unavailable_reason as real_nodes_unavailable
+from infra.stacks.flink_standin_process import start_standin
+from infra.stacks.flink_standin_process import unavailable_reason as standin_unavailable
 from sim.crds import FLINK, application_crds
 from tests.conftest import report_failures_in
 from tests.integration.kube import create_in, get_or_none, wait_for

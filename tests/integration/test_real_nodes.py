@@ -29,17 +29,17 @@ from lightkube.models.core_v1 import Capabilities, PodSecurityContext, SecurityC
 from lightkube.resources.core_v1 import Node, Pod
 
 from infra import images
-from infra.commands import exclusive
-from infra.esi_image import esi_image
-from infra.flink_image import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
-from infra.java_runtime import FLINK_UID, host_java_home
+from infra.images.esi import esi_image
+from infra.images.flink import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
+from infra.images.java_runtime import FLINK_UID, host_java_home
+from infra.images.spark import spark_version
 from infra.local_cluster import LocalCluster, process_alive
-from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
-from infra.second_scheduler import scheduler_image
-from infra.spark_image import spark_version
-from infra.spark_operator import chart_dir, operator_image
-from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from infra.local_cluster.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
+from infra.stacks.second_scheduler import scheduler_image
+from infra.stacks.spark_operator import chart_dir, operator_image
+from infra.stacks.spark_operator import unavailable_reason as spark_operator_unavailable
 from infra.toolchain import load_pins
+from infra.toolchain.commands import exclusive
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import (

@@ -38,12 +38,12 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.applications import SPARK
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION
 from infra import images
+from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
 from infra.local_cluster import LocalCluster, NodeSpec
-from infra.real_node import RealNode, RealNodeSpec, pod_api_server_url
-from infra.real_node import unavailable_reason as real_nodes_unavailable
-from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
-from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
-from infra.spark_operator import unavailable_reason as spark_operator_unavailable
+from infra.local_cluster.real_node import RealNode, RealNodeSpec, pod_api_server_url
+from infra.local_cluster.real_node import unavailable_reason as real_nodes_unavailable
+from infra.stacks.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator
+from infra.stacks.spark_operator import unavailable_reason as spark_operator_unavailable
 from sim.crds import FLINK, application_crds
 from sim.pods import SPARK_APP_SELECTOR_LABEL
 from tests.conftest import report_failures_in

@@ -36,7 +36,7 @@ from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTAT
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
-from infra.second_scheduler import SecondScheduler
+from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, executor_pod, pod, wait_for

@@ -31,9 +31,9 @@ from esi.objects.names import (
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
+from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_version
 from infra.local_cluster import LocalCluster
-from infra.spark_image import SPARK_PI_CLASS, SPARK_PI_JAR, spark_version
-from infra.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator, unavailable_reason
+from infra.stacks.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator, unavailable_reason
 from tests.integration.kube import get_or_none, namespace_manifest, wait_for
 from tests.manifests import batchjob_manifest
 

@@ -26,8 +26,8 @@ from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_playwright
 
-from infra import browser
 from infra.local_cluster import LocalCluster
+from infra.toolchain import browser
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.kube import create_testbed, pod, running_on, wait_for
 from tests.integration.test_jobs_end_to_end import get, new_testbed_on_nodes, spark_job

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra.local_cluster import KWOK_NODE_ANNOTATION, ClusterError, LocalCluster, NodeSpec, node_manifest
-from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
+from infra.stacks.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 
 
 def test_node_manifest_is_adopted_by_kwok_and_carries_capacity_and_labels() -> None:

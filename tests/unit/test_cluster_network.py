@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.cluster_network import (
+from infra.local_cluster.network import (
     DNS_SERVICE,
     corefile,
     dns_endpoint_slice,
@@ -14,7 +14,7 @@ from infra.cluster_network import (
     dns_service_address,
     kube_proxy_configuration,
 )
-from infra.real_node import _cluster_dns
+from infra.local_cluster.real_node import _cluster_dns
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from pulumi.runtime.config import CONFIG, set_all_config
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
 from esi.objects.names import SCHEDULER_NAME
-from infra.cluster_stack import (
+from infra.stacks.cluster import (
     API_PORT,
     DEFAULT_IMAGE,
     EXTENDER_PORT,
@@ -38,7 +38,7 @@ from infra.cluster_stack import (
     check_chart_available,
     operators_deployment_manifest,
 )
-from infra.spark_operator import chart_dir
+from infra.stacks.spark_operator import chart_dir
 from infra.toolchain import REPO_ROOT
 
 # Pulumi's mock monitor gives every thread it is called from an event loop of its own and never closes them.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from esi.resources.crds import DEFINITIONS, CrdDefinition, crd
-from infra import crds as crd_files
+from infra.stacks import crds as crd_files
 
 
 def nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.esi_image import SOURCE_PACKAGES, _sources_digest
+from infra.images.esi import SOURCE_PACKAGES, _sources_digest
 
 
 def tree(root: Path) -> Path:

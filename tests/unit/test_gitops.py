@@ -10,7 +10,7 @@ import pulumi
 import pytest
 import yaml
 
-from infra.gitops import ManifestError, committed_objects
+from infra.stacks.gitops import ManifestError, committed_objects
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
 

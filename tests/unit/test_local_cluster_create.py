@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra import local_cluster
 from infra.local_cluster import ClusterError, LocalCluster
+from infra.local_cluster import control_plane as local_cluster
 
 
 class _Recorder(LocalCluster):

@@ -23,7 +23,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE, unkn
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
 from esi.objects.priority import priority_classes
-from infra.second_scheduler import SecondSchedulerSettings, scheduler_configuration
+from infra.stacks.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 from policies import pack, rules
 from policies.rules import KubeObject, ObjectKey, Stack, Violation
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.spark_image import ENTRYPOINT
-from infra.spark_operator import SparkOperatorError, driver_rbac, operator_argv, operator_env, spark_defaults
+from infra.images.spark import ENTRYPOINT
+from infra.stacks.spark_operator import SparkOperatorError, driver_rbac, operator_argv, operator_env, spark_defaults
 
 
 def run_entrypoint(tmp_path: Path, args: list[str], env: dict[str, str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""``python -m infra.supervise``: a component that cannot start backs off; one that ran is back at once."""
+"""``python -m infra.local_cluster.supervise``: a component that cannot start backs off; one that ran is back
+at once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 def restart_delays(command: str, started_after: float, count: int) -> list[str]:
     """The first ``count`` delays the supervisor announces for ``sh -c command``."""
-    argv = [sys.executable, "-m", "infra.supervise", "--name=t", f"--started-after={started_after}"]
+    argv = [sys.executable, "-m", "infra.local_cluster.supervise", "--name=t", f"--started-after={started_after}"]
     delays: list[str] = []
     with subprocess.Popen([*argv, "--", "sh", "-c", command], stderr=subprocess.PIPE, text=True) as supervisor:
         assert supervisor.stderr is not None

@@ -1,6 +1,6 @@
 """``make up`` / ``make down``: ``pulumi up`` and ``pulumi destroy`` of a stack of this project, offline.
 
-``python -m infra.stack up [--stack local]`` selects (creating it the first time) the stack, runs
+``python -m infra.stacks.stack up [--stack local]`` selects (creating it the first time) the stack, runs
 ``pulumi up`` with its progress on the terminal, and prints where the API is and how to use it;
 ``down`` destroys the stack; ``preview`` shows what ``up`` would change (e.g. a Scheduling just committed
 under ``manifests/``); ``outputs`` prints the stack's outputs again. Pulumi's state and home live in
@@ -15,7 +15,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from infra import pulumi_local, toolchain
+from infra import toolchain
+from infra.stacks import pulumi_local
 
 __all__ = ["main"]
 
@@ -78,7 +79,7 @@ esi is up (stack {stack}).
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(prog="python -m infra.stack", description=__doc__.split("\n\n")[0])
+    cli = argparse.ArgumentParser(prog="python -m infra.stacks.stack", description=__doc__.split("\n\n")[0])
     cli.add_argument("command", choices=["up", "down", "preview", "outputs"])
     cli.add_argument("--stack", default="local", help="the stack (default: %(default)s)")
     cli.add_argument("--no-policies", action="store_true", help="skip the policy pack (policies/)")

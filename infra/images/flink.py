@@ -8,16 +8,16 @@ directory that is a complete ``FLINK_HOME``. Neither ships Java examples, so
 other streaming examples; the jar names no main class, so a run names ``WORD_COUNT_CLASS``).
 
 **The image** (``flink_image``, ``esi.local/flink:<flink version>-<digest>``) is Debian's Java runtime
-(``infra.java_runtime``) plus the distribution in ``/opt/flink`` and ``/docker-entrypoint.sh``, the entry point
+(``infra.images.java_runtime``) plus the distribution in ``/opt/flink`` and ``/docker-entrypoint.sh``, the entry point
 Flink's Kubernetes integration names by default (``kubernetes.entry.path``). Flink starts its JobManager and
 TaskManager pods with ``bash -c "kubernetes-jobmanager.sh ..."`` (scripts found on ``PATH``), so the entry point
 runs what it is given (under ``tini``). Logs go to ``/opt/flink/log``, which any user may write; the user
 ``flink`` (uid 9999, as in Flink's own image) is listed in ``/etc/passwd``.
 
 The distribution is cached under ``<toolchain cache>/flink/`` (``~/.cache/esi/tools/flink``), keyed by version
-and by a digest of what this module does with it (``infra.root_filesystems.building``).
+and by a digest of what this module does with it (``infra.images.root_filesystems.building``).
 
-``python -m infra.flink_image home|image`` builds and prints the distribution's path or the image's reference.
+``python -m infra.images.flink home|image`` builds and prints the distribution's path or the image's reference.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from infra import commands, images, toolchain
-from infra.java_runtime import JavaRuntimeError, jvm_image
-from infra.root_filesystems import building, digest, recipe
+from infra import images, toolchain
+from infra.images.java_runtime import JavaRuntimeError, jvm_image
+from infra.images.root_filesystems import building, digest, recipe
+from infra.toolchain import commands
 
 __all__ = [
     "ENTRYPOINT",
@@ -54,7 +55,7 @@ WORD_COUNT_CLASS: Final = "org.apache.flink.streaming.examples.wordcount.WordCou
 _HOME_PARTS: Final = ("bin", "conf", "lib", "opt", "plugins", "log")
 
 ENTRYPOINT: Final = r"""#!/bin/bash
-# Entry point of esi's Flink image (infra/flink_image.py): runs what it is given (Flink's Kubernetes integration
+# Entry point of esi's Flink image (infra/images/flink.py): runs what it is given (Flink's Kubernetes integration
 # passes `bash -c "kubernetes-jobmanager.sh ..."` or `bash -c "kubernetes-taskmanager.sh ..."`).
 set -euo pipefail
 
@@ -159,13 +160,13 @@ def flink_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.flink_image", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.images.flink", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["home", "image"], help="the distribution (FLINK_HOME) or the image")
     args = parser.parse_args(argv)
     try:
         print(flink_home() if args.what == "home" else flink_image().reference)
     except (FlinkImageError, JavaRuntimeError, images.ImageError, toolchain.ToolchainError) as err:
-        print(f"python -m infra.flink_image: {err}", file=sys.stderr)
+        print(f"python -m infra.images.flink: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -2,11 +2,11 @@
 
 ``java_runtime`` is ``openjdk-17-jre-headless`` with its dependencies and the tools the Spark and Flink images'
 scripts call (``bash``, ``coreutils``, ``findutils``, ``grep``, ``sed``, ``util-linux``, ``tini``), unpacked from
-Debian's packages (``infra.root_filesystems.debian_root``: no maintainer script runs, so ``/etc/passwd`` — root and
-the users Spark's and Flink's own images run as — is written here, and Java's ``cacerts`` stays absent: the
+Debian's packages (``infra.images.root_filesystems.debian_root``: no maintainer script runs, so ``/etc/passwd`` —
+root and the users Spark's and Flink's own images run as — is written here, and Java's ``cacerts`` stays absent: the
 Kubernetes client trusts the cluster's CA from the service account). The same runtime runs
 ``spark-submit`` and ``flink`` on this machine (``host_java_home``). It is built once into a cache directory, as
-every image step is (``infra.root_filesystems``).
+every image step is (``infra.images.root_filesystems``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from infra import images, toolchain
-from infra.root_filesystems import PRUNED, building, debian_root, digest, link_tree, recipe
+from infra.images.root_filesystems import PRUNED, building, debian_root, digest, link_tree, recipe
 
 __all__ = [
     "DEBIAN_PACKAGES",
@@ -68,7 +68,7 @@ def host_java_home() -> Path:
     if not os.access(java_home / "bin" / "java", os.X_OK):
         raise JavaRuntimeError(
             f"no Java runtime in {java_home}: install Debian's openjdk-17-jre-headless "
-            "(python -m infra.node_packages ensure)"
+            "(python -m infra.toolchain.node_packages ensure)"
         )
     return java_home
 

@@ -59,7 +59,7 @@ def environment(home: Path, backend: Path, base: Mapping[str, str] | None = None
 
 
 def _dynamic_provider_shim(home: Path) -> Path:
-    """The plugin Pulumi starts for Python dynamic providers (infra/local_stack.py uses them).
+    """The plugin Pulumi starts for Python dynamic providers (infra/stacks/local.py uses them).
 
     Pulumi ships it as a two-line script beside the Python language host; the language host here is built
     from source (tools/recipes/pulumi.sh), which leaves the script out, so it is written here: this

@@ -1,6 +1,6 @@
 """The headless browser of the UI tests: Debian's Chromium, installed with apt-get when it is missing.
 
-``python -m infra.browser ensure`` makes sure ``/usr/bin/chromium`` exists (``apt-get install chromium``,
+``python -m infra.toolchain.browser ensure`` makes sure ``/usr/bin/chromium`` exists (``apt-get install chromium``,
 non-interactively, with its progress on the terminal; ``apt-get update`` first only when the package lists
 do not know Chromium yet) and prints its path; when Chromium is there it returns at once. ``path`` prints the
 path, or fails if Chromium is not installed. Nothing is downloaded from a browser vendor: Playwright drives
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from infra import debian
-from infra.debian import DebianError
+from infra.toolchain import debian
+from infra.toolchain.debian import DebianError
 
 __all__ = ["CHROMIUM", "LAUNCH_ARGS", "PACKAGES", "BrowserError", "ensure", "main"]
 
@@ -48,15 +48,15 @@ def ensure() -> Path:
     """The path of Chromium, installing Debian's package first if it is missing (idempotent)."""
     if _installed():
         return CHROMIUM
-    print(f"infra.browser: {CHROMIUM} is missing", flush=True)
-    debian.install(PACKAGES, caller="infra.browser")
+    print(f"infra.toolchain.browser: {CHROMIUM} is missing", flush=True)
+    debian.install(PACKAGES, caller="infra.toolchain.browser")
     if not _installed():
         raise BrowserError(f"apt-get installed {', '.join(PACKAGES)} but {CHROMIUM} is still missing")
     return CHROMIUM
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(prog="python -m infra.browser", description=__doc__.split("\n\n")[0])
+    cli = argparse.ArgumentParser(prog="python -m infra.toolchain.browser", description=__doc__.split("\n\n")[0])
     cli.add_argument("command", choices=["ensure", "path"])
     args = cli.parse_args(argv)
     try:
@@ -65,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif _installed():
             print(CHROMIUM)
         else:
-            print(f"{CHROMIUM} is not installed: python -m infra.browser ensure", file=sys.stderr)
+            print(f"{CHROMIUM} is not installed: python -m infra.toolchain.browser ensure", file=sys.stderr)
             return 1
     except DebianError as error:
-        print(f"infra.browser: {error}", file=sys.stderr)
+        print(f"infra.toolchain.browser: {error}", file=sys.stderr)
         return 1
     return 0
 

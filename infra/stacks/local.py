@@ -9,13 +9,13 @@
 * the CRDs generated from esi's models, the simulated Spark/Flink CRDs and the priority classes, applied
   server-side by the Kubernetes provider;
 * ``LocalComponent`` — ``python -m operators``, ``python -m api``, ``python -m sim``, each under
-  ``infra.supervise`` (restarted after a crash), logs in the cluster's ``logs/``, created only once its
+  ``infra.local_cluster.supervise`` (restarted after a crash), logs in the cluster's ``logs/``, created only once its
   health endpoint answers; and the second kube-scheduler ``esi-scheduler`` calling the API's extender, under
-  ``infra.supervise`` too;
-* with ``esi:realNodes`` above 0, ``RealNodePool`` — kubelets with containerd (``infra.real_node``), the
+  ``infra.local_cluster.supervise`` too;
+* with ``esi:realNodes`` above 0, ``RealNodePool`` — kubelets with containerd (``infra.local_cluster.real_node``), the
   Spark and Flink images imported into each — and the namespace ``esi:realNamespace`` (``real``) for jobs on
   them, where the real operators act and the simulator does not: the real Spark operator's controller
-  (``python -m infra.spark_operator``, with its own CRDs) and the Flink stand-in (``python -m flink_standin``).
+  (``python -m infra.stacks.spark_operator``, with its own CRDs) and the Flink stand-in (``python -m flink_standin``).
 
 Processes and the control plane are not Kubernetes objects, so they are Pulumi *dynamic* resources: their
 create/update/delete run here, in Python. ``pulumi destroy`` stops every process and deletes the cluster's
@@ -41,15 +41,16 @@ from esi.objects.applications import SPARK
 from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
-from infra import commands, flink_standin_process, images, spark_operator
-from infra.cluster_stack import operators_arguments, stalled_after
-from infra.flink_image import flink_image, flink_version
+from infra import images
+from infra.images.flink import flink_image, flink_version
+from infra.images.spark import spark_image, spark_version
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
-from infra.real_node import RealNode, RealNodeSpec, unavailable_reason
-from infra.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
-from infra.spark_image import spark_image, spark_version
-from infra.supervise import supervised
-from infra.toolchain import REPO_ROOT
+from infra.local_cluster.real_node import RealNode, RealNodeSpec, unavailable_reason
+from infra.local_cluster.supervise import supervised
+from infra.stacks import flink_standin_process, spark_operator
+from infra.stacks.cluster import operators_arguments, stalled_after
+from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
+from infra.toolchain import REPO_ROOT, commands
 from sim.crds import application_crds
 
 __all__ = ["LocalEsi", "LocalEsiArgs", "NodeConfig", "real_images", "real_node_specs"]
@@ -290,8 +291,8 @@ def _images(props: dict[str, Any]) -> list[tuple[images.BuiltImage, str]]:
 
 
 class _RealNodePoolProvider(ResourceProvider):
-    """Real nodes (``infra.real_node``) holding the images: started with the stack, deleted with it, started
-    again if stopped, made anew when their size or labels change."""
+    """Real nodes (``infra.local_cluster.real_node``) holding the images: started with the stack, deleted with it,
+    started again if stopped, made anew when their size or labels change."""
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         self._start(props, _real_specs(props).values())
@@ -437,7 +438,7 @@ class LocalComponent(Resource):
 
 
 class _SchedulerProvider(ResourceProvider):
-    """The second kube-scheduler (``infra.second_scheduler``), configured to call the extender."""
+    """The second kube-scheduler (``infra.stacks.second_scheduler``), configured to call the extender."""
 
     def _scheduler(self, props: dict[str, Any]) -> SecondScheduler:
         return SecondScheduler(_cluster(props), SecondSchedulerSettings(SCHEDULER_NAME, str(props["extenderUrl"])))
@@ -486,7 +487,7 @@ def _real_operators(args: LocalEsiArgs, after: pulumi.ResourceOptions) -> list[p
         argv=[
             sys.executable,
             "-m",
-            "infra.spark_operator",
+            "infra.stacks.spark_operator",
             "controller",
             f"--cluster={args.cluster}",
             f"--workdir={args.workdir}",

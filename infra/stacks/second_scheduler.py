@@ -9,7 +9,7 @@ filter and bind verbs and ``nodeCacheCapable``, and a profile that neither count
 
 ``scheduler_image`` is the pinned kube-scheduler (the toolchain's static binary) alone in an image, run as the
 "nonroot" user of Kubernetes' own images (65532) — what ``registry.k8s.io/kube-scheduler`` holds, made here
-without a registry: ``python -m infra.second_scheduler image|push DESTINATION``.
+without a registry: ``python -m infra.stacks.second_scheduler image|push DESTINATION``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from infra import images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port
-from infra.supervise import supervised
+from infra.local_cluster.supervise import supervised
 
 __all__ = [
     "IMAGE_BINARY",
@@ -114,8 +114,8 @@ class SecondScheduler:
         return self.cluster.logs_dir / f"{self.process_name}.log"
 
     def start(self, *, supervise: bool = False, timeout: float = 60) -> None:
-        """Start it (``supervise``: under ``infra.supervise``, started again whenever it exits) and wait until it
-        reports ready."""
+        """Start it (``supervise``: under ``infra.local_cluster.supervise``, started again whenever it exits) and wait
+        until it reports ready."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(
             json.dumps(scheduler_configuration(self.settings, str(self.cluster.kubeconfig)), indent=2)
@@ -179,7 +179,7 @@ def scheduler_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.second_scheduler",
+        prog="python -m infra.stacks.second_scheduler",
         description="The pinned kube-scheduler's image, built here without a registry or daemon (cached), or "
         "pushed to a registry with skopeo.",
     )
@@ -189,7 +189,7 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         images.run_image_command(args, scheduler_image(), "pulumi config set -s cluster esi:schedulerImage {}")
     except (images.ImageError, toolchain.ToolchainError) as err:
-        print(f"python -m infra.second_scheduler: {err}", file=sys.stderr)
+        print(f"python -m infra.stacks.second_scheduler: {err}", file=sys.stderr)
         return 1
     return 0
 

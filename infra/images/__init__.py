@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra import commands, toolchain
+from infra import toolchain
+from infra.toolchain import commands
 
 __all__ = [
     "BuiltImage",

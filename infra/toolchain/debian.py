@@ -3,7 +3,7 @@
 ``install`` runs ``apt-get install`` non-interactively (``apt-get update`` first only when the package lists
 do not know a package yet, as on a fresh image), as root or through ``sudo -n`` (never a password prompt).
 ``missing`` says which of a set of packages are absent, each judged by a file it installs. Used by
-``infra.browser`` and ``infra.node_packages``; runs with the bare system Python (stdlib only).
+``infra.toolchain.browser`` and ``infra.toolchain.node_packages``; runs with the bare system Python (stdlib only).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def missing(packages: Mapping[str, Path]) -> list[str]:
 
 
 def install(packages: Sequence[str], *, caller: str) -> None:
-    """``apt-get install`` ``packages``; ``caller`` prefixes what is printed (e.g. ``infra.browser``)."""
+    """``apt-get install`` ``packages``; ``caller`` prefixes what is printed (e.g. ``infra.toolchain.browser``)."""
     if shutil.which("apt-get") is None:
         raise DebianError(f"{', '.join(packages)} missing and there is no apt-get to install them with")
     print(f"{caller}: installing Debian's {', '.join(packages)}", flush=True)

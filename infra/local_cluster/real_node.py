@@ -1,8 +1,8 @@
 """Real nodes in the local cluster: a kubelet with a containerd of its own, beside the KWOK nodes.
 
-A ``RealNode`` joins the control plane of a ``LocalCluster`` and runs real containers (runc, overlayfs,
+A ``RealNode`` joins the control plane of a local cluster (``ControlPlane``) and runs real containers (runc, overlayfs,
 CNI), so what a kubelet decides (admission by allocatable resources, OutOfcpu, the pod lifecycle) happens
-for real. It needs root and Debian's packages (``python -m infra.node_packages ensure``); the kubelet comes
+for real. It needs root and Debian's packages (``python -m infra.toolchain.node_packages ensure``); the kubelet comes
 from the toolchain (``kubernetes``), the sandbox image from ``infra.images``.
 
 **Identity.** The kwokctl API server authorizes with ``Node,RBAC``; the kubelet authenticates with a client
@@ -18,7 +18,7 @@ no masquerading and no port mapping, so no iptables rule is made. The kubelet re
 the API server advertises (the ``kubernetes`` EndpointSlice's, which kwokctl puts in the serving
 certificate); pods reach the API server at ``pod_api_server_url`` (that address and the secure port),
 with valid TLS against the cluster CA. Services and cluster DNS are the cluster's, not a node's
-(``infra.cluster_network``): a node given ``RealNodeSpec.cluster_dns`` points its pods' resolv.conf at that
+(``infra.local_cluster.network``): a node given ``RealNodeSpec.cluster_dns`` points its pods' resolv.conf at that
 address; without them the ``kubernetes`` Service's ClusterIP does not answer, and clients in pods are given
 the URL explicitly.
 
@@ -56,13 +56,13 @@ from pathlib import Path
 from typing import Any
 
 from esi.objects.ghosts import GHOST_IMAGE
-from infra import commands, images, toolchain
-from infra.local_cluster import CLUSTER_DOMAIN, ClusterError, LocalCluster, free_port, process_alive
-from infra.node_packages import CNI_BIN_DIR, missing
+from infra import images, toolchain
+from infra.local_cluster.control_plane import CLUSTER_DOMAIN, ClusterError, ControlPlane, free_port, process_alive
+from infra.toolchain import commands
+from infra.toolchain.node_packages import CNI_BIN_DIR, missing
 from kube.resources import API_SERVER_SLICE, api_server_for_pods
 
 __all__ = [
-    "CLUSTER_DOMAIN",
     "POD_NETWORK",
     "SHORT_ROOT",
     "RealNode",
@@ -95,7 +95,7 @@ class RealNodeSpec:
     """A real node: its name, what it offers to pods (Kubernetes quantities), its labels and taints.
 
     ``taints`` are written as ``key=value:Effect`` (or ``key:Effect``), as ``kubectl taint`` takes them.
-    ``cluster_dns`` is the ClusterIP of the cluster's DNS (``infra.cluster_network``), for pods' resolv.conf
+    ``cluster_dns`` is the ClusterIP of the cluster's DNS (``infra.local_cluster.network``), for pods' resolv.conf
     (domain ``cluster.local``); None: pods get the machine's resolv.conf, as without cluster DNS.
     """
 
@@ -155,7 +155,7 @@ def _reserved(spec: RealNodeSpec) -> dict[str, str]:
     return {"cpu": f"{cpu}m", "memory": str(memory)}
 
 
-def pod_api_server_url(cluster: LocalCluster) -> str:
+def pod_api_server_url(cluster: ControlPlane) -> str:
     """The API server's URL for clients in pods on real nodes: the advertised address, the secure port.
 
     The address is the ``kubernetes`` EndpointSlice's (the API server's advertise address, reachable from
@@ -165,7 +165,7 @@ def pod_api_server_url(cluster: LocalCluster) -> str:
     return api_server_for_pods(json.loads(cluster.kubectl("get", "endpointslice", name, "-n", namespace, "-o", "json")))
 
 
-def advertised_address(cluster: LocalCluster) -> str:
+def advertised_address(cluster: ControlPlane) -> str:
     """The API server's advertised address: the machine's address pods on real nodes reach it at."""
     host = pod_api_server_url(cluster).removeprefix("https://").rsplit(":", 1)[0]
     return host.strip("[]")
@@ -207,7 +207,7 @@ def _cgroup_hierarchies() -> list[Path]:
 class RealNode:
     """One real node of ``cluster``: files under ``<cluster>/real-nodes/<name>/``, processes via ``start_process``."""
 
-    def __init__(self, cluster: LocalCluster, spec: RealNodeSpec) -> None:
+    def __init__(self, cluster: ControlPlane, spec: RealNodeSpec) -> None:
         self.cluster = cluster
         self.spec = spec
 
@@ -258,7 +258,7 @@ class RealNode:
         return self.cluster.process_running(self._kubelet_process)
 
     def kubelet_paused(self) -> contextlib.AbstractContextManager[None]:
-        """Its kubelet frozen for the body and let go on after it (``LocalCluster.paused``)."""
+        """Its kubelet frozen for the body and let go on after it (``ControlPlane.paused``)."""
         return self.cluster.paused(self._kubelet_process)
 
     # -- start ----------------------------------------------------------------------------------------------
@@ -453,7 +453,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             # cgroup v1 (these machines): refused by default from Kubernetes 1.35 on, warned about before.
             "failCgroupV1": False,
             "failSwapOn": False,
-            # kube-proxy (infra.cluster_network) makes the chains it needs itself; the kubelet's would stay behind.
+            # kube-proxy (local_cluster.network) makes the chains it needs itself; the kubelet's would stay behind.
             "makeIPTablesUtilChains": False,
             "enforceNodeAllocatable": ["pods"],
             "systemReserved": _reserved(self.spec),
@@ -676,7 +676,7 @@ def _taint(text: str) -> dict[str, str]:
     return taint
 
 
-def real_nodes_of(cluster: LocalCluster) -> list[RealNode]:
+def real_nodes_of(cluster: ControlPlane) -> list[RealNode]:
     """The cluster's real nodes as found on disk (their specs are not kept: enough to stop or delete them)."""
     directory = cluster.directory / REAL_NODES_DIR
     if not directory.is_dir():

@@ -1,9 +1,9 @@
-"""The host packages real nodes run on (``infra.real_node``), installed with apt-get when missing.
+"""The host packages real nodes run on (``infra.local_cluster.real_node``), installed with apt-get when missing.
 
-``python -m infra.node_packages ensure`` makes sure Debian's container runtime and image tools are on this
+``python -m infra.toolchain.node_packages ensure`` makes sure Debian's container runtime and image tools are on this
 machine: containerd (and its ``ctr``), runc, the CNI plugins, umoci and skopeo (a local root filesystem
 becomes an image without a registry, ``infra.images``), a static busybox (the tools of test images), Java 17
-and Maven (the Spark and Flink distributions, ``infra.spark_image``, ``infra.flink_image``). It
+and Maven (the Spark and Flink distributions, ``infra.images.spark``, ``infra.images.flink``). It
 installs the missing ones non-interactively (``apt-get update`` first only when the package lists do not
 know them yet) and returns at once when all are there. ``status`` lists what is missing and exits 1 if
 anything is. Nothing starts the installed containerd: there is no systemd here, and each real node runs
@@ -19,13 +19,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from infra import debian
-from infra.debian import DebianError
+from infra.toolchain import debian
+from infra.toolchain.debian import DebianError
 
 __all__ = ["CNI_BIN_DIR", "PACKAGES", "NodePackagesError", "ensure", "main", "missing"]
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
-# Each package by the file that shows it is installed (and that infra.real_node or infra.images runs).
+# Each package by the file that shows it is installed (and that infra.local_cluster.real_node or infra.images runs).
 PACKAGES: Mapping[str, Path] = {
     "containerd": Path("/usr/bin/containerd"),
     "runc": Path("/usr/sbin/runc"),
@@ -33,8 +33,8 @@ PACKAGES: Mapping[str, Path] = {
     "umoci": Path("/usr/bin/umoci"),
     "skopeo": Path("/usr/bin/skopeo"),
     "busybox-static": Path("/bin/busybox"),
-    "openjdk-17-jre-headless": Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java"),  # spark-submit (infra.spark_image)
-    "maven": Path("/usr/bin/mvn"),  # Flink's examples jar from Maven Central (infra.flink_image)
+    "openjdk-17-jre-headless": Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java"),  # spark-submit (infra.images.spark)
+    "maven": Path("/usr/bin/mvn"),  # Flink's examples jar from Maven Central (infra.images.flink)
 }
 
 
@@ -52,7 +52,7 @@ def ensure() -> list[str]:
     absent = missing()
     if not absent:
         return []
-    debian.install(absent, caller="infra.node_packages")
+    debian.install(absent, caller="infra.toolchain.node_packages")
     still = missing()
     if still:
         raise NodePackagesError(
@@ -62,7 +62,7 @@ def ensure() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(prog="python -m infra.node_packages", description=__doc__.split("\n\n")[0])
+    cli = argparse.ArgumentParser(prog="python -m infra.toolchain.node_packages", description=__doc__.split("\n\n")[0])
     cli.add_argument("command", choices=["ensure", "status"])
     cli.add_argument(
         "--optional",
@@ -80,9 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1 if absent else 0
     except DebianError as error:
         if args.optional:
-            print(f"infra.node_packages: {error}; real nodes cannot run here, their tests are skipped", file=sys.stderr)
+            print(
+                f"infra.toolchain.node_packages: {error}; real nodes cannot run here, their tests are skipped",
+                file=sys.stderr,
+            )
             return 0
-        print(f"infra.node_packages: {error}", file=sys.stderr)
+        print(f"infra.toolchain.node_packages: {error}", file=sys.stderr)
         return 1
     return 0
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from infra import commands
+from infra.toolchain import commands
 
 __all__ = ["PRUNED", "building", "debian_root", "digest", "link_tree", "recipe"]
 

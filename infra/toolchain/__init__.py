@@ -10,7 +10,11 @@ when its recipe succeeded, so an interrupted build is simply resumed (the recipe
 Go module cache and the Go build cache survive) and a complete one costs nothing. The cache is
 ``$ESI_TOOLS_DIR``, else ``$XDG_CACHE_HOME/esi/tools``, else ``~/.cache/esi/tools``.
 
-Runs with the bare system Python (stdlib only): ``python3 -m infra.toolchain --help``.
+The package is what the machine needs before anything else runs, so all of it runs with the bare system
+Python, before any virtualenv exists (the import contract ``toolchain-stdlib-only`` checks that it imports only
+the standard library): ``python3 -m infra.toolchain --help``. Beside the tools: ``commands`` (running the host's
+commands, machine-wide locks), ``debian`` (apt-get), and what it installs, ``node_packages`` (real nodes and
+images) and ``browser`` (Chromium for the UI's test).
 """
 
 from __future__ import annotations
@@ -41,12 +45,13 @@ __all__ = [
     "cache_root",
     "ensure",
     "load_pins",
+    "main",
     "missing",
     "path_entries",
     "prune",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES = REPO_ROOT / "tools" / "recipes"
 HEARTBEAT_SECONDS = 60.0
 
@@ -286,7 +291,8 @@ def ensure(
     return wanted
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python3 -m infra.toolchain``: its command line (``infra/toolchain/__main__.py``)."""
     parser = argparse.ArgumentParser(
         prog="python3 -m infra.toolchain",
         description="Build (from the Go module proxy), cache and locate the local environment's binaries.",
@@ -324,7 +330,3 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print("toolchain: interrupted; run it again to resume", file=sys.stderr)
         return 130
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -1,4 +1,4 @@
-"""Write the generated CRDs to ``crds/`` (``python -m infra.crds``), or check that they are up to date.
+"""Write the generated CRDs to ``crds/`` (``python -m infra.stacks.crds``), or check that they are up to date.
 
 The models in ``esi/`` are the source; the YAML is committed so that ``kubectl apply -f crds/`` and GitOps
 tools work without Python. ``--check`` (run by the test suite) fails when the two have drifted apart.
@@ -19,7 +19,7 @@ from infra.toolchain import REPO_ROOT
 __all__ = ["CRD_DIR", "rendered"]
 
 CRD_DIR = REPO_ROOT / "crds"
-HEADER = "# Generated from the models in esi/ by `python -m infra.crds`; do not edit.\n"
+HEADER = "# Generated from the models in esi/ by `python -m infra.stacks.crds`; do not edit.\n"
 
 
 def rendered() -> dict[Path, str]:
@@ -30,7 +30,7 @@ def rendered() -> dict[Path, str]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.crds", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m infra.stacks.crds", description=__doc__)
     parser.add_argument("--check", action="store_true", help="only report files that differ from the models")
     args = parser.parse_args(argv)
     stale = [path for path, text in rendered().items() if not path.is_file() or path.read_text() != text]

@@ -3,7 +3,7 @@
 The controller binary and its CRDs (``SparkApplication``, ``ScheduledSparkApplication`` and, because the
 controller also watches it, ``SparkConnect``) come from one build of ``github.com/kubeflow/spark-operator/v2``
 at the ``spark-operator`` pin (``tools/recipes/spark-operator.sh``). The controller submits an application by
-running ``$SPARK_HOME/bin/spark-submit`` on this machine — the distribution of ``infra.spark_image``, on the
+running ``$SPARK_HOME/bin/spark-submit`` on this machine — the distribution of ``infra.images.spark``, on the
 host's Java runtime — against the API server of ``KUBERNETES_SERVICE_HOST``/``PORT``, authenticated by the
 cluster's kubeconfig (``KUBECONFIG``: the controller's client and Spark's both read it).
 
@@ -40,11 +40,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from infra import commands, images, toolchain
-from infra.java_runtime import SPARK_UID, host_java_home, host_java_missing, jvm_image
+from infra import images, toolchain
+from infra.images.java_runtime import SPARK_UID, host_java_home, host_java_missing, jvm_image
+from infra.images.spark import IMAGE_SPARK_HOME, spark_home, spark_version
 from infra.local_cluster import ClusterError, LocalCluster, free_port
-from infra.real_node import pod_api_server_url
-from infra.spark_image import IMAGE_SPARK_HOME, spark_home, spark_version
+from infra.local_cluster.real_node import pod_api_server_url
+from infra.toolchain import commands
 
 __all__ = [
     "DRIVER_SERVICE_ACCOUNT",
@@ -248,7 +249,7 @@ def start_operator(
 
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.spark_operator",
+        prog="python -m infra.stacks.spark_operator",
         description="The real Spark operator's controller for namespaces of a local cluster with real nodes, and "
         "the release's image for a cluster (built here, no registry or daemon; pushed with skopeo).",
     )
@@ -273,7 +274,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             os.execve(command[0], command, env)  # noqa: S606 (the pinned controller, built here)
         images.run_image_command(args, operator_image(), "set it as esi:sparkOperator's values.image")
     except (ClusterError, images.ImageError, toolchain.ToolchainError) as err:
-        print(f"python -m infra.spark_operator: {err}", file=sys.stderr)
+        print(f"python -m infra.stacks.spark_operator: {err}", file=sys.stderr)
         return 1
     return 0
 

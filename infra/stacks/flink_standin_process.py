@@ -1,6 +1,6 @@
 """esi's local stand-in for the Flink Kubernetes operator (``python -m flink_standin``), started for a local cluster.
 
-It submits FlinkDeployments with the pinned Flink distribution (``infra.flink_image.flink_home``) on this
+It submits FlinkDeployments with the pinned Flink distribution (``infra.images.flink.flink_home``) on this
 machine's Java runtime, against the cluster's API server; its JobManagers and TaskManagers run the Flink
 image on the cluster's real nodes (import it there: ``infra.images.import_image``). It handles only the
 namespaces it is given: the simulator (``python -m sim``) must leave those alone.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from flink_standin.controller import READY_LINE
-from infra.flink_image import flink_home
-from infra.java_runtime import host_java_home, host_java_missing
+from infra.images.flink import flink_home
+from infra.images.java_runtime import host_java_home, host_java_missing
 from infra.local_cluster import ClusterError, LocalCluster
 
 __all__ = ["PROCESS", "FlinkStandInError", "standin_argv", "start_standin", "unavailable_reason"]

@@ -1,9 +1,10 @@
 """A real Kubernetes control plane on this machine, with simulated nodes.
 
-``LocalCluster`` drives kwokctl's *binary* runtime: etcd, kube-apiserver, kube-controller-manager and the
+``ControlPlane`` drives kwokctl's *binary* runtime: etcd, kube-apiserver, kube-controller-manager and the
 default kube-scheduler run as local processes from the binaries ``make tools`` built, and the kwok
 controller plays kubelet for every node we create (KWOK runs no containers; its stages move pods through
-their lifecycle). Used by the integration tests and by the local Pulumi stack.
+their lifecycle). ``LocalCluster`` (``infra.local_cluster.cluster``) adds its real nodes and
+their network; real nodes and the network build on this module.
 
 Processes that belong to the cluster but are not kwokctl's (second schedulers, later esi's own
 components) are started with ``start_process``: detached, logging beside the control plane's logs, their
@@ -15,7 +16,6 @@ Layout on disk (``workdir`` defaults to ``<repo>/.esi/kwok``): ``clusters/<name>
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -32,9 +32,21 @@ from typing import Any
 
 import yaml
 
-from infra import commands, toolchain
+from infra import toolchain
+from infra.toolchain import commands
 
-__all__ = ["ClusterError", "LocalCluster", "NodeSpec", "free_port", "node_manifest", "process_alive"]
+__all__ = [
+    "CLUSTER_DOMAIN",
+    "CONTROLLER_MANAGER_QPS",
+    "DEFAULT_WORKDIR",
+    "KWOK_NODE_ANNOTATION",
+    "ClusterError",
+    "ControlPlane",
+    "NodeSpec",
+    "free_port",
+    "node_manifest",
+    "process_alive",
+]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 CLUSTER_DOMAIN = "cluster.local"
@@ -203,8 +215,9 @@ _READY_NODES = (
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
-class LocalCluster:
-    """One named local cluster. Creating an existing cluster is an error; deleting a missing one is not."""
+class ControlPlane:
+    """The control plane of one named local cluster, with its KWOK nodes and local processes. Creating an
+    existing cluster is an error; deleting a missing one is not."""
 
     def __init__(self, name: str, workdir: Path = DEFAULT_WORKDIR, *, node_lease_seconds: int | None = None) -> None:
         """``node_lease_seconds``: the KWOK controller's node leases (None: kwokctl's, 200 s, renewed every 50 s).
@@ -239,11 +252,7 @@ class LocalCluster:
         return True
 
     def stop(self) -> None:
-        """Stop its processes, keeping its state (etcd data, certificates) for ``start``; its Services' iptables
-        rules go with its kube-proxy (``infra.cluster_network``)."""
-        from infra.cluster_network import ClusterNetwork  # noqa: PLC0415 (infra.cluster_network builds on this module)
-
-        ClusterNetwork(self).stop()
+        """Stop its processes, keeping its state (etcd data, certificates) for ``start``."""
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         self._stop_control_plane()
@@ -429,7 +438,7 @@ class LocalCluster:
         # Every binary is ours; an option left out would make kwokctl download a default.
         options.update({option: str(toolchain.binary(name, pins)) for option, name in KWOKCTL_BINARIES.items()})
         # The kwok controller plays kubelet only for the nodes made for it (node_manifest's annotation), never
-        # for a real node (infra.real_node), whose kubelet owns its node's and pods' status.
+        # for a real node (infra.local_cluster.real_node), whose kubelet owns its node's and pods' status.
         kwok_only = [
             {"key": "manage-all-nodes", "value": "false", "override": True},
             {"key": "manage-nodes-with-annotation-selector", "value": f"{KWOK_NODE_ANNOTATION}=fake"},
@@ -558,14 +567,7 @@ class LocalCluster:
             time.sleep(0.2)
 
     def delete(self) -> None:
-        """Stop every process of the cluster (second schedulers included), delete its real nodes, remove its
-        Services' iptables rules (``infra.cluster_network``) and its files."""
-        from infra.cluster_network import ClusterNetwork  # noqa: PLC0415 (infra.cluster_network builds on this module)
-        from infra.real_node import real_nodes_of  # noqa: PLC0415 (infra.real_node builds on this module)
-
-        for node in real_nodes_of(self):  # first: draining them needs the API server
-            node.delete()
-        ClusterNetwork(self).stop()
+        """Stop every process of the cluster (second schedulers included) and remove its files."""
         for pid_file in sorted(self._processes_dir.glob("*.pid")):
             self.stop_process(pid_file.stem)
         if self.directory.exists():
@@ -739,61 +741,3 @@ def process_alive(pid: int) -> bool:
             if stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
                 return True
     return False
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m infra.local_cluster",
-        description="Run a local Kubernetes cluster: real control plane processes, KWOK-simulated nodes.",
-    )
-    parser.add_argument("--name", default="esi", help="cluster name (default: %(default)s)")
-    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="state directory (default: %(default)s)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="create the cluster, or start it if it exists but is stopped")
-    up.add_argument("--nodes", type=int, default=4, help="simulated nodes to create (default: %(default)s)")
-    up.add_argument("--cpu", default="4", help="allocatable CPU per node (default: %(default)s)")
-    up.add_argument("--memory", default="16Gi", help="allocatable memory per node (default: %(default)s)")
-    sub.add_parser("down", help="stop the cluster and delete its state")
-    sub.add_parser("status", help="say whether the cluster exists and serves, and where")
-    args = parser.parse_args(argv)
-    cluster = LocalCluster(args.name, args.workdir)
-    try:
-        if args.command == "up":
-            if not cluster.exists():
-                print(f"creating cluster {cluster.name!r} with {args.nodes} simulated nodes ...", flush=True)
-                started = time.monotonic()
-                nodes = [NodeSpec(f"node-{i}", cpu=args.cpu, memory=args.memory) for i in range(args.nodes)]
-                cluster.create(nodes)
-                print(f"cluster ready in {time.monotonic() - started:.1f}s", flush=True)
-            elif not cluster.serving():
-                print(f"starting the stopped cluster {cluster.name!r} ...", flush=True)
-                cluster.start()
-            _describe(cluster)
-        elif args.command == "down":
-            cluster.delete()
-            print(f"cluster {cluster.name!r} deleted")
-        elif not cluster.exists():
-            print(f"cluster {cluster.name!r} does not exist (make up creates it)")
-            return 1
-        else:
-            _describe(cluster)
-            return 0 if cluster.serving() else 1
-    except (ClusterError, toolchain.ToolchainError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _describe(cluster: LocalCluster) -> None:
-    state = "serving" if cluster.serving() else "NOT serving"
-    kubectl_dir = toolchain.binary("kubectl").parent
-    print(f"cluster {cluster.name!r}: {state}")
-    print(f"  API server:  {cluster.server()}")
-    print(f"  kubeconfig:  {cluster.kubeconfig}")
-    print(f"  logs:        {cluster.logs_dir}")
-    print(f"  try:         export KUBECONFIG={cluster.kubeconfig} PATH={kubectl_dir}:$PATH")
-    print("               kubectl get nodes")
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

@@ -24,7 +24,7 @@ destroy — deleting a CRD would delete every Testbed, BatchJob and Scheduling i
 cluster-scoped (ClusterRoles, bindings) carries the namespace in its name, so installations do not collide.
 
 The Spark operator's chart at the pinned version is the release's own, copied from the pinned Go module by
-``make tools`` (``infra.spark_operator.chart_dir``): no chart repository is needed. Other charts are fetched
+``make tools`` (``infra.stacks.spark_operator.chart_dir``): no chart repository is needed. Other charts are fetched
 when ``pulumi up`` runs. ``check_chart_available`` looks first — at the local chart's ``Chart.yaml``, or at the
 chart repository's index — and, when the chart is missing or lacks the version, stops with an error that
 names the chart, where it was looked for and the switches that leave it out (``<chart>.install``,
@@ -49,8 +49,8 @@ from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from esi.resources.meta import GROUP, deep_merged, part_of_esi
-from infra.second_scheduler import IMAGE_BINARY, NONROOT_UID, SecondSchedulerSettings, scheduler_configuration
-from infra.spark_operator import chart_dir
+from infra.stacks.second_scheduler import IMAGE_BINARY, NONROOT_UID, SecondSchedulerSettings, scheduler_configuration
+from infra.stacks.spark_operator import chart_dir
 from infra.toolchain import load_pins
 
 __all__ = [

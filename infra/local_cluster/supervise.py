@@ -1,6 +1,6 @@
-"""Keep one local component running: ``python -m infra.supervise --name NAME -- COMMAND [ARGS...]``.
+"""Keep one local component running: ``python -m infra.local_cluster.supervise --name NAME -- COMMAND [ARGS...]``.
 
-The local stack runs esi's components as processes (``infra.local_stack``). A component that exits (a crash,
+The local stack runs esi's components as processes (``infra.stacks.local``). A component that exits (a crash,
 an API server that went away for too long, a kill) is started again: after 1 s if it had run for 10 s or
 more, else after a backoff that doubles up to 30 s, so one that cannot start is not restarted in a hot loop
 while one that ran and was stopped is back at once; every exit and restart is logged with its exit status.
@@ -26,7 +26,7 @@ MIN_BACKOFF, MAX_BACKOFF, STARTED_AFTER = 1.0, 30.0, 10.0
 
 def supervised(name: str, command: Sequence[str]) -> list[str]:
     """The command line that keeps ``command`` running under this supervisor, as component ``name``."""
-    return [sys.executable, "-m", "infra.supervise", f"--name={name}", "--", *command]
+    return [sys.executable, "-m", "infra.local_cluster.supervise", f"--name={name}", "--", *command]
 
 
 def _say(name: str, message: str) -> None:
@@ -34,7 +34,7 @@ def _say(name: str, message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(prog="python -m infra.supervise", description=__doc__.split("\n\n")[0])
+    cli = argparse.ArgumentParser(prog="python -m infra.local_cluster.supervise", description=__doc__.split("\n\n")[0])
     cli.add_argument("--name", required=True, help="the component's name, for the log")
     cli.add_argument(
         "--started-after",

@@ -8,14 +8,14 @@ and path that manifests written for Spark's image use (``org.apache.spark.exampl
 operator submits with this distribution, and the image carries the same files: one place for both.
 
 **The image** (``spark_image``, ``esi.local/spark:<spark version>-<digest>``) is Debian's Java runtime
-(``infra.java_runtime``) plus the distribution in ``/opt/spark`` and ``ENTRYPOINT``, the entry point Spark's
+(``infra.images.java_runtime``) plus the distribution in ``/opt/spark`` and ``ENTRYPOINT``, the entry point Spark's
 Kubernetes backend expects. ``infra.images.build_image`` makes it an image; a debootstrap of Debian's minimal
 base alone took longer (1 min 47 s) and was larger (206 MB) than the whole runtime.
 
 The distribution is cached under ``<toolchain cache>/spark/`` (``~/.cache/esi/tools/spark``), keyed by version
-and by a digest of what this module does with it (``infra.root_filesystems.building``).
+and by a digest of what this module does with it (``infra.images.root_filesystems.building``).
 
-``python -m infra.spark_image home|image`` builds and prints the distribution's path or the image's reference.
+``python -m infra.images.spark home|image`` builds and prints the distribution's path or the image's reference.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from infra import commands, images, toolchain
-from infra.java_runtime import JavaRuntimeError, host_java_home, jvm_image
-from infra.root_filesystems import building, digest, recipe
+from infra import images, toolchain
+from infra.images.java_runtime import JavaRuntimeError, host_java_home, jvm_image
+from infra.images.root_filesystems import building, digest, recipe
+from infra.toolchain import commands
 
 __all__ = [
     "ENTRYPOINT",
@@ -81,7 +82,7 @@ object SparkPi {
 # `driver <spark-submit arguments>` and each executor pod with `executor`, and passes the rest in the
 # environment (the names are those of Spark's KubernetesConf / BasicExecutorFeatureStep).
 ENTRYPOINT: Final = r"""#!/bin/bash
-# Entry point of esi's Spark image (infra/spark_image.py).
+# Entry point of esi's Spark image (infra/images/spark.py).
 #   driver ARGS...  run spark-submit in client mode, bound to and reached at SPARK_DRIVER_BIND_ADDRESS (the
 #                   pod's IP)
 #   executor        run an executor backend from SPARK_DRIVER_URL, SPARK_EXECUTOR_ID, SPARK_EXECUTOR_CORES,
@@ -224,7 +225,7 @@ def spark_image(pins: dict[str, str] | None = None) -> images.BuiltImage:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.spark_image", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.images.spark", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["home", "image"], help="the distribution (SPARK_HOME) or the image")
     args = parser.parse_args(argv)
     try:
@@ -234,7 +235,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             built = spark_image()
             print(f"{built.reference} {built.archive}")
     except (SparkImageError, JavaRuntimeError, images.ImageError, toolchain.ToolchainError) as err:
-        print(f"infra.spark_image: {err}", file=sys.stderr)
+        print(f"infra.images.spark: {err}", file=sys.stderr)
         return 1
     return 0
 

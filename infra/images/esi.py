@@ -1,10 +1,10 @@
-"""esi's own image, made on this machine without a registry or a container daemon: ``python -m infra.esi_image``.
+"""esi's own image, made on this machine without a registry or a container daemon: ``python -m infra.images.esi``.
 
 The layout the Dockerfile describes (the recipe for building with a daemon and pushing to a registry), from
 package registries only:
 
 * Debian's Python 3.11 and ``python-is-python3`` (the cluster stack's Deployments run ``python -m …``),
-  unpacked from Debian's packages (``infra.root_filesystems.debian_root``);
+  unpacked from Debian's packages (``infra.images.root_filesystems.debian_root``);
 * esi's wheel (the package ``esi``) with its ``server`` extra, installed from PyPI at pyproject.toml's exact
   pins into ``/usr/local/lib/python3.11/dist-packages``, where Debian's Python looks first;
 * the server side that runs from source — ``kube``, ``operators``, ``api``, ``sim`` — in ``/app``, on
@@ -13,7 +13,7 @@ package registries only:
 
 The tag is esi's version and a digest of the Debian packages, pyproject.toml and every source file that goes
 in: an unchanged tree reuses the cached archive (``infra.images``), a changed file builds anew. ``python -m
-infra.esi_image push DESTINATION`` copies the archive to a registry with skopeo (no daemon either).
+infra.images.esi push DESTINATION`` copies the archive to a registry with skopeo (no daemon either).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from infra import commands, images, toolchain
-from infra.root_filesystems import PRUNED, building, debian_root, digest, link_tree, recipe
+from infra import images, toolchain
+from infra.images.root_filesystems import PRUNED, building, debian_root, digest, link_tree, recipe
+from infra.toolchain import commands
 
 __all__ = ["DEBIAN_PACKAGES", "ESI_UID", "SOURCE_PACKAGES", "EsiImageError", "esi_image", "python_runtime"]
 
@@ -135,7 +136,7 @@ def _run(cmd: Sequence[str | Path], what: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m infra.esi_image",
+        prog="python -m infra.images.esi",
         description="Build esi's image without a registry or a daemon (cached), or push it to a registry.",
     )
     commands_ = parser.add_subparsers(dest="command", required=True)

@@ -1,6 +1,6 @@
 """Services and cluster DNS for a local cluster's real nodes: one kube-proxy and one CoreDNS, as its processes.
 
-Real nodes (``infra.real_node``) share the machine's network namespace, each pod on a node's bridge in
+Real nodes (``infra.local_cluster.real_node``) share the machine's network namespace, each pod on a node's bridge in
 ``10.88.0.0/16``. ``ClusterNetwork.start`` gives the cluster what a real cluster's nodes have:
 
 - **Services:** a kube-proxy (toolchain ``kubernetes``) in iptables mode, with the cluster's admin kubeconfig,
@@ -42,10 +42,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, Final
 
-from infra import commands, toolchain
-from infra.local_cluster import ClusterError, LocalCluster, free_port, process_alive
-from infra.real_node import CLUSTER_DOMAIN, POD_NETWORK, SHORT_ROOT, advertised_address, unavailable_reason
-from infra.supervise import STOP_GRACE, supervised
+from infra import toolchain
+from infra.local_cluster.control_plane import CLUSTER_DOMAIN, ClusterError, ControlPlane, free_port, process_alive
+from infra.local_cluster.real_node import POD_NETWORK, SHORT_ROOT, advertised_address, unavailable_reason
+from infra.local_cluster.supervise import STOP_GRACE, supervised
+from infra.toolchain import commands
 
 __all__ = [
     "DNS_SERVICE",
@@ -224,7 +225,7 @@ def _bridge_frames_pass_iptables() -> bool:
 class ClusterNetwork:
     """kube-proxy and CoreDNS of one local cluster, for the pods on its real nodes."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
+    def __init__(self, cluster: ControlPlane) -> None:
         self.cluster = cluster
 
     @property
