@@ -25,6 +25,7 @@ from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
 from infra.local_cluster.supervise import supervised
+from infra.stacks import processes
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.crds import application_crds
 
@@ -81,35 +82,31 @@ def local_stack(
         cluster.add_nodes(nodes, timeout=600)
         print(f"cluster with {len(nodes)} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
 
-        kubeconfig = f"--kubeconfig={cluster.kubeconfig}"
+        kubeconfig = cluster.kubeconfig
         port, extender_port = free_port(), free_port()
         token_file = cluster.directory / "api-token"
 
-        def start(name: str, argv: list[str]) -> None:
-            cluster.start_process(name, supervised(name, argv) if supervise else argv)
+        def start(process: processes.EsiProcess, argv: list[str]) -> None:
+            cluster.start_process(process.name, supervised(process.name, argv) if supervise else argv)
 
-        start("esi-operators", [sys.executable, "-m", "operators", kubeconfig, *operators])
-        start(
-            "esi-api",
-            [
-                sys.executable,
-                "-m",
-                "api",
-                kubeconfig,
-                f"--port={port}",
-                f"--extender-port={extender_port}",
-                f"--token-file={token_file}",
-                "--log-level=warning",
-            ],
+        start(processes.OPERATORS, processes.operators_command(sys.executable, kubeconfig=kubeconfig, more=operators))
+        api = processes.api_command(
+            sys.executable,
+            kubeconfig=kubeconfig,
+            port=port,
+            extender_port=extender_port,
+            token_file=token_file,
+            log_level="warning",
         )
+        start(processes.API, api)
         if sim is not None:
-            start("esi-sim", [sys.executable, "-m", "sim", kubeconfig, *sim])
+            start(processes.SIM, processes.sim_command(sys.executable, kubeconfig=kubeconfig, more=sim))
         deadline = time.monotonic() + 60
-        while not _live(f"http://127.0.0.1:{port}/healthz"):
+        while not _live(processes.API.live_url(port)):
             if time.monotonic() > deadline:
                 raise SystemExit("the API did not come up within 60 s")
             time.sleep(0.2)
-        extender_url = f"http://127.0.0.1:{extender_port}/extender"
+        extender_url = processes.extender_url("127.0.0.1", extender_port)
         scheduler = SecondScheduler(
             cluster, SecondSchedulerSettings(SCHEDULER_NAME, extender_url, qps=qps, burst=burst)
         )

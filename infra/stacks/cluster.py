@@ -49,6 +49,8 @@ from esi.objects.names import SCHEDULER_NAME
 from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from esi.resources.meta import GROUP, deep_merged, part_of_esi
+from infra.stacks import processes
+from infra.stacks.processes import API_PORT, EXTENDER_PORT, OPERATORS_HEALTH_PORT
 from infra.stacks.second_scheduler import IMAGE_BINARY, NONROOT_UID, SecondSchedulerSettings, scheduler_configuration
 from infra.stacks.spark_operator import chart_dir
 from infra.toolchain import load_pins
@@ -78,7 +80,6 @@ __all__ = [
     "api_deployment_manifest",
     "check_chart_available",
     "extender_url",
-    "operators_arguments",
     "operators_deployment_manifest",
     "scheduler_config",
     "scheduler_deployment_manifest",
@@ -90,9 +91,6 @@ DEFAULT_IMAGE: Final = "ghcr.io/tu-berlin-esi/esi:0.1.0"
 # The kube-scheduler of the Kubernetes release this project builds and tests against (pyproject.toml); a
 # second scheduler should match the cluster's version, so esi:schedulerImage overrides it.
 DEFAULT_SCHEDULER_IMAGE: Final = "registry.k8s.io/kube-scheduler:v1.34.4"
-API_PORT: Final = 8082
-EXTENDER_PORT: Final = 8080
-OPERATORS_HEALTH_PORT: Final = 8081
 SCHEDULER_SECURE_PORT: Final = 10259  # kube-scheduler's default; serves /healthz over HTTPS
 ESI_UID: Final = 10001  # the user the Dockerfile creates
 SCHEDULER_CONFIG_DIR: Final = "/etc/esi-scheduler"
@@ -232,11 +230,6 @@ def stalled_after(config: pulumi.Config) -> float | None:
     if seconds is not None and not seconds > 0:
         raise ConfigError(f"esi:stalledAfter must be a positive number of seconds, not {seconds}")
     return seconds
-
-
-def operators_arguments(stalled_after: float | None) -> list[str]:
-    """``python -m operators``'s settings that a stack's config may change."""
-    return [] if stalled_after is None else [f"--stalled-after={stalled_after:g}"]
 
 
 def _flag(value: bool | None, default: bool) -> bool:
@@ -454,16 +447,14 @@ def operators_deployment_manifest(args: ClusterEsiArgs) -> dict[str, Any]:
         "name": "operators",
         "image": args.image,
         "imagePullPolicy": args.image_pull_policy,
-        "command": [
+        "command": processes.operators_command(
             "python",
-            "-m",
-            "operators",
-            f"--liveness=http://0.0.0.0:{OPERATORS_HEALTH_PORT}/healthz",
-            "--log-level=info",
-            *operators_arguments(args.stalled_after),
-        ],
+            liveness=processes.OPERATORS.live_url(OPERATORS_HEALTH_PORT, host="0.0.0.0"),  # noqa: S104 (the kubelet probes it)
+            log_level="info",
+            stalled_after=args.stalled_after,
+        ),
         "ports": [{"name": "health", "containerPort": OPERATORS_HEALTH_PORT}],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 20},
+        "livenessProbe": {"httpGet": {"path": processes.OPERATORS.liveness, "port": "health"}, "periodSeconds": 20},
         "resources": _resources("100m", "256Mi", "512Mi"),
         "securityContext": _restricted(ESI_UID),
         "volumeMounts": [_TMP_MOUNT],
@@ -477,23 +468,21 @@ def api_deployment_manifest(args: ClusterEsiArgs) -> dict[str, Any]:
         "name": "api",
         "image": args.image,
         "imagePullPolicy": args.image_pull_policy,
-        "command": [
+        "command": processes.api_command(
             "python",
-            "-m",
-            "api",
-            "--host=0.0.0.0",
-            f"--port={API_PORT}",
-            "--extender-host=0.0.0.0",
-            f"--extender-port={EXTENDER_PORT}",
-            f"--namespace={args.api_namespace}",
-            "--log-format=json",
-        ],
+            host="0.0.0.0",  # noqa: S104 (the Services reach it)
+            port=API_PORT,
+            extender_host="0.0.0.0",  # noqa: S104
+            extender_port=EXTENDER_PORT,
+            namespace=args.api_namespace,
+            log_format="json",
+        ),
         "ports": [
             {"name": "http", "containerPort": API_PORT},
             {"name": "extender", "containerPort": EXTENDER_PORT},
         ],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 20},
+        "readinessProbe": {"httpGet": {"path": processes.API.readiness, "port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": processes.API.liveness, "port": "http"}, "periodSeconds": 20},
         "resources": _resources("100m", "256Mi", "512Mi"),
         "securityContext": _restricted(ESI_UID),
         "volumeMounts": [_TMP_MOUNT],
@@ -536,7 +525,7 @@ def api_network_policy_manifest(namespace: str) -> dict[str, Any]:
 
 def extender_url(namespace: str) -> str:
     """Where the second scheduler reaches the extender: the esi-extender Service."""
-    return f"http://esi-extender.{namespace}.svc:{EXTENDER_PORT}/extender"
+    return processes.extender_url(f"esi-extender.{namespace}.svc", EXTENDER_PORT)
 
 
 def scheduler_config(args: ClusterEsiArgs) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from flink_standin.controller import READY_LINE
 from infra.images.flink import flink_home
 from infra.images.java_runtime import host_java_home, host_java_missing
 from infra.local_cluster import ClusterError, LocalCluster
+from infra.stacks.processes import flink_standin_command
 
 __all__ = ["PROCESS", "FlinkStandInError", "standin_argv", "start_standin", "unavailable_reason"]
 
@@ -37,19 +38,15 @@ def standin_argv(cluster: LocalCluster, namespaces: Sequence[str], *, health: st
     server when it starts."""
     if not namespaces or any(not n for n in namespaces):
         raise FlinkStandInError("the Flink stand-in needs the namespaces it handles: all of them would include sim's")
-    argv = [sys.executable, "-m", "flink_standin", "--kubeconfig", str(cluster.kubeconfig)]
-    for namespace in namespaces:
-        argv += ["--namespace", namespace]
-    return [
-        *argv,
-        "--flink-home",
-        str(flink_home()),
-        "--java-home",
-        str(host_java_home()),
-        "--workdir",
-        str(cluster.directory / PROCESS),
-        *([f"--health={health}"] if health else []),
-    ]
+    return flink_standin_command(
+        sys.executable,
+        kubeconfig=cluster.kubeconfig,
+        namespaces=namespaces,
+        flink_home=flink_home(),
+        java_home=host_java_home(),
+        workdir=cluster.directory / PROCESS,
+        health=health or None,
+    )
 
 
 def start_standin(cluster: LocalCluster, namespaces: Sequence[str], *, name: str = PROCESS, timeout: float = 60) -> int:

@@ -47,8 +47,8 @@ from infra.images.spark import spark_image, spark_version
 from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.local_cluster.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.local_cluster.supervise import supervised
-from infra.stacks import flink_standin_process, spark_operator
-from infra.stacks.cluster import operators_arguments, stalled_after
+from infra.stacks import flink_standin_process, processes, spark_operator
+from infra.stacks.cluster import stalled_after
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
 from infra.toolchain import REPO_ROOT, commands
 from sim.crds import application_crds
@@ -498,10 +498,10 @@ def _real_operators(args: LocalEsiArgs, after: pulumi.ResourceOptions) -> list[p
         opts=after,
         **common,
     )
-    flink_health = f"http://127.0.0.1:{args.flink_standin_health_port}/healthz"
+    flink_health = processes.FLINK_STANDIN.live_url(args.flink_standin_health_port)
     local = LocalCluster(args.cluster, Path(args.workdir))
     flink = LocalComponent(
-        "esi-flink-standin",
+        processes.FLINK_STANDIN.name,
         argv=flink_standin_process.standin_argv(local, [args.real_namespace], health=flink_health),
         ready=flink_health,
         opts=after,
@@ -575,48 +575,43 @@ class LocalEsi(pulumi.ComponentResource):
         )
         prerequisites: list[pulumi.Resource] = [definitions, nodes, real_nodes, real_namespace]
         cluster_dir = LocalCluster(args.cluster, Path(args.workdir)).directory
-        kubeconfig = f"--kubeconfig={cluster_dir / 'kubeconfig.yaml'}"
+        kubeconfig = cluster_dir / "kubeconfig.yaml"
         after = pulumi.ResourceOptions(parent=self, depends_on=prerequisites)
         common = {"cluster": args.cluster, "workdir": args.workdir}
-        operators_health = f"http://127.0.0.1:{args.operators_liveness_port}/healthz"
+        operators_health = processes.OPERATORS.live_url(args.operators_liveness_port)
         operators = LocalComponent(
-            "esi-operators",
-            argv=[
-                sys.executable,
-                "-m",
-                "operators",
-                kubeconfig,
-                f"--liveness={operators_health}",
-                *operators_arguments(args.stalled_after),
-            ],
+            processes.OPERATORS.name,
+            argv=processes.operators_command(
+                sys.executable, kubeconfig=kubeconfig, liveness=operators_health, stalled_after=args.stalled_after
+            ),
             ready=operators_health,
             opts=after,
             **common,
         )
         token_file = cluster_dir / "api-token"
         api = LocalComponent(
-            "esi-api",
-            argv=[
+            processes.API.name,
+            argv=processes.api_command(
                 sys.executable,
-                "-m",
-                "api",
-                kubeconfig,
-                f"--port={args.api_port}",
-                f"--extender-port={args.extender_port}",
-                f"--token-file={token_file}",
-                f"--namespace={args.namespace}",
-                *(["--allow-anonymous"] if args.allow_anonymous else []),
-            ],
-            ready=f"http://127.0.0.1:{args.api_port}/readyz",
+                kubeconfig=kubeconfig,
+                port=args.api_port,
+                extender_port=args.extender_port,
+                token_file=token_file,
+                namespace=args.namespace,
+                allow_anonymous=args.allow_anonymous,
+            ),
+            ready=processes.API.ready_url(args.api_port),
             token_file=str(token_file),
             opts=after,
             **common,
         )
-        sim_health = f"http://127.0.0.1:{args.sim_liveness_port}/healthz"
+        sim_health = processes.SIM.live_url(args.sim_liveness_port)
         elsewhere = [f"--namespace=!{args.real_namespace}"] if real else []  # a kopf pattern: all namespaces but
         sim = LocalComponent(
-            "esi-sim",
-            argv=[sys.executable, "-m", "sim", kubeconfig, f"--liveness={sim_health}", *elsewhere, *args.sim_args],
+            processes.SIM.name,
+            argv=processes.sim_command(
+                sys.executable, kubeconfig=kubeconfig, liveness=sim_health, more=[*elsewhere, *args.sim_args]
+            ),
             ready=sim_health,
             opts=after,
             **common,
@@ -626,7 +621,7 @@ class LocalEsi(pulumi.ComponentResource):
             self.processes += _real_operators(args, after)
         scheduler = SecondSchedulerProcess(
             f"{name}-scheduler",
-            extender_url=f"http://127.0.0.1:{args.extender_port}/extender",
+            extender_url=processes.extender_url("127.0.0.1", args.extender_port),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
             **common,
         )

@@ -22,6 +22,7 @@ from esi.objects import priority
 from esi.objects.names import SCHEDULER_NAME
 from esi.resources.crds import DEFINITIONS, crd
 from infra.local_cluster import LocalCluster, NodeSpec, free_port
+from infra.stacks import processes
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from infra.toolchain.commands import exclusive
 from tests.integration.admission import KubeletAdmission
@@ -107,22 +108,20 @@ def ensure_operators(cluster: LocalCluster) -> None:
     """Start ``python -m operators`` for the cluster unless it runs; return once it reports live."""
     ensure_process(
         cluster,
-        "esi-operators",
-        lambda port: [
+        processes.OPERATORS.name,
+        lambda port: processes.operators_command(
             sys.executable,
-            "-m",
-            "operators",
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--liveness=http://127.0.0.1:{port}/healthz",
-            f"--stalled-after={STALLED_AFTER}",
-        ],
+            kubeconfig=cluster.kubeconfig,
+            liveness=processes.OPERATORS.live_url(port),
+            stalled_after=STALLED_AFTER,
+        ),
     )
 
 
 def kill_operators(cluster: LocalCluster) -> None:
     """What a crash does: the process is killed at once (no SIGTERM grace), whatever it was doing."""
     with exclusive(cluster.directory / "esi-operators.lock"):
-        cluster.stop_process("esi-operators", timeout=0)
+        cluster.stop_process(processes.OPERATORS.name, timeout=0)
 
 
 @dataclass(frozen=True)
@@ -142,22 +141,20 @@ def esi_api(cluster: LocalCluster) -> EsiApi:
     def argv(port: int) -> list[str]:
         extender_port = free_port()
         (directory / "esi-api.extender-port").write_text(str(extender_port))
-        return [
+        return processes.api_command(
             sys.executable,
-            "-m",
-            "api",
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--port={port}",
-            f"--extender-port={extender_port}",
-            f"--token-file={token_file}",
-            "--log-format=text",
-        ]
+            kubeconfig=cluster.kubeconfig,
+            port=port,
+            extender_port=extender_port,
+            token_file=token_file,
+            log_format="text",
+        )
 
-    port = ensure_process(cluster, "esi-api", argv)
+    port = ensure_process(cluster, processes.API.name, argv)
     wait_for("the API's token", token_file.exists)
     extender_port = int((directory / "esi-api.extender-port").read_text())
     return EsiApi(
-        f"http://127.0.0.1:{port}", f"http://127.0.0.1:{extender_port}/extender", token_file.read_text().strip()
+        f"http://127.0.0.1:{port}", processes.extender_url("127.0.0.1", extender_port), token_file.read_text().strip()
     )
 
 

@@ -24,6 +24,7 @@ from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SCHEDULER_NAME, SLOT_ANNOT
 from infra import images, toolchain
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.local_cluster.real_node import RealNode, RealNodeSpec
+from infra.stacks import processes
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.names import APP_UID_LABEL
 from tests.integration.conftest import ensure_operators, esi_api, install_esi_crds, install_priority_classes
@@ -189,9 +190,14 @@ def simulator_beside(cluster: LocalCluster, namespace: str, node: NodeSpec, runt
     co-location table does not know, and the KWOK node ``node``."""
     create_in(cluster, namespace, namespace_manifest(namespace).to_dict())
     cluster.add_nodes([node])
-    argv = [sys.executable, "-m", "sim", f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}"]
-    argv.append(f"--default-runtime={runtime:g}")
-    ensure_process(cluster, f"esi-sim-{namespace}", lambda port: [*argv, f"--liveness=http://127.0.0.1:{port}/healthz"])
+    arguments = [f"--namespace={namespace}", f"--default-runtime={runtime:g}"]
+    ensure_process(
+        cluster,
+        f"{processes.SIM.name}-{namespace}",
+        lambda port: processes.sim_command(
+            sys.executable, kubeconfig=cluster.kubeconfig, liveness=processes.SIM.live_url(port), more=arguments
+        ),
+    )
 
 
 @dataclass(frozen=True)
