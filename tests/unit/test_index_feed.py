@@ -31,10 +31,9 @@ from esi.resources.testbed import Slot, SlotState
 from kube.resources import TestbedResource
 from kube.watch import Stream, streaming
 from tests import builders
-from tests.builders import status_slot, stored
+from tests.builders import filter_args, status_slot, stored
 from tests.cancellation import assert_caller_stays_cancelled
 from tests.manifests import testbed_manifest
-from tests.unit.test_slot_index import filter_args
 
 # Testbed tb on n0/n1: slot 0 free, slot 1 reserved for job j, both still held by their ghosts.
 STATUS = {"state": "InUse", "slots": [status_slot(0, 0, pod="g-0"), status_slot(1, 1, "Reserved", job="j", pod="g-1")]}
