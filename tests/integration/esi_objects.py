@@ -30,8 +30,8 @@ __all__ = [
 
 
 def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
-    """The Testbed's status (the Testbed must exist)."""
-    return json.loads(cluster.kubectl("get", "testbed", name, "-n", namespace, "-o", "json")).get("status", {})  # type: ignore[no-any-return]
+    """The Testbed's status; {} before it has one."""
+    return status(cluster, namespace, "testbed", name)
 
 
 def settled(cluster: LocalCluster, namespace: str, slots: int, state: str = "Ready") -> Any:
