@@ -9,7 +9,7 @@ deletes it when the job is released, and is the only writer of the BatchJob's st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,6 +27,8 @@ from esi.decisions.batchjob_lifecycle import (
     decide_batchjob,
     decide_unbuildable,
     neighbours_on,
+    slot_nodes,
+    slots_listed,
 )
 from esi.decisions.testbed_lifecycle import FINISHED_PHASES
 from esi.objects.applications import (
@@ -37,14 +39,15 @@ from esi.objects.applications import (
     SlotAssignment,
     application_kind,
     application_manifest,
+    slot_assignment,
 )
 from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
-from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, ROLE_EXECUTOR, ROLE_LABEL
+from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, is_executor
 from esi.resources.batchjob import BatchJob, RunRecord
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState, RetryPolicy, testbed_name
-from esi.resources.testbed import TestbedSpec, TestbedStatus
+from esi.resources.testbed import Slot, TestbedSpec, TestbedStatus
 from kube.errors import Refusal, ignore
 from kube.indexes import index
 from kube.resources import BatchJobResource
@@ -170,7 +173,7 @@ def executors_on_nodes(pod: RawPod) -> dict[str, Key]:
     """Per node, the (namespace, job) of every unfinished executor on it: who runs next to whom."""
     labels = labels_of(pod)
     node = (pod.get("spec") or {}).get("nodeName")
-    if labels.get(ROLE_LABEL) != ROLE_EXECUTOR or JOB_LABEL not in labels or not node:
+    if not is_executor(labels) or JOB_LABEL not in labels or not node:
         return {}
     if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
         return {}
@@ -354,24 +357,14 @@ def _holder(key: Key, caches: _Caches) -> Holder | None:
     )
 
 
-def _holder_rows(namespace: str, holder: Holder | None, caches: _Caches) -> list[Mapping[str, Any] | None]:
+def _holder_rows(namespace: str, holder: Holder | None, caches: _Caches) -> list[Slot | None]:
     """The rows of the holder's slots in its Testbed's slot table (None: a slot the table does not list)."""
     if holder is None:
         return []
     raw = first(caches.testbeds.get((namespace, holder.testbed)))
     table = {slot.get("id"): slot for slot in ((raw or {}).get("status") or {}).get("slots") or ()}
-    return [table.get(slot) for slot in holder.slots]
-
-
-def _slots_listed(job: str, rows: Sequence[Mapping[str, Any] | None]) -> bool:
-    """Whether the Testbed lists each of the holder's slots as ``job``'s (where the extender reads them)."""
-    return all(row is not None and row.get("job") == job for row in rows)
-
-
-def _slot_nodes(rows: Sequence[Mapping[str, Any] | None]) -> tuple[str, ...]:
-    """The nodes of the holder's slots, by the Testbed's slot table; () when it does not list them all."""
-    nodes = [row.get("nodeName") if row is not None else None for row in rows]
-    return tuple(sorted({str(n) for n in nodes})) if nodes and all(nodes) else ()
+    rows = (table.get(slot) for slot in holder.slots)
+    return [Slot.model_validate(row) if row is not None else None for row in rows]
 
 
 def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> SlotAssignment | str:
@@ -380,21 +373,8 @@ def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> S
     if raw is None:
         return f"testbed {action.testbed} does not exist"
     spec = TestbedSpec.model_validate(raw["spec"])
-    table = {slot.id: slot for slot in (TestbedStatus.model_validate(raw["status"]).slots if raw["status"] else [])}
-    unknown = [i for i in action.slots if i not in table]
-    if unknown:
-        return f"testbed {action.testbed} has no slots {', '.join(map(str, unknown))} (yet)"
-    return SlotAssignment(
-        testbed=action.testbed,
-        node_label=spec.node_label,
-        node_ids=tuple(sorted({str(table[i].node_id) for i in action.slots})),
-        node_names=tuple(sorted({table[i].node_name for i in action.slots})),
-        slots=action.slots,
-        cpu=spec.resources_per_slot.cpu,
-        memory=spec.resources_per_slot.memory,
-        attempt=action.attempt,
-        tolerations=tuple(spec.tolerations or ()),
-    )
+    table = TestbedStatus.model_validate(raw["status"]).slots if raw["status"] else []
+    return slot_assignment(action.testbed, spec, table, action.slots, action.attempt)
 
 
 async def _reconcile(
@@ -415,16 +395,16 @@ async def _reconcile(
     application = view_of_application(raw_application, pods) if raw_application is not None else None
     holder = _holder(key, caches)
     rows = _holder_rows(namespace, holder, caches)
-    slot_nodes = _slot_nodes(rows)
+    nodes_of_slots = slot_nodes(rows)
     last_run = job.status.runs[-1].nodes if job.status is not None and job.status.runs else []
-    nodes = {*(application.nodes if application else ()), *slot_nodes, *last_run}
+    nodes = {*(application.nodes if application else ()), *nodes_of_slots, *last_run}
     observation = BatchJobObservation(
         holder=holder,
         application=application,
         leftover_pods=len(pods),
-        slot_nodes=slot_nodes,
+        slot_nodes=nodes_of_slots,
         neighbours=neighbours_on(key, nodes, caches.executors_on_nodes, caches.runs_on(nodes)),
-        slots_listed=_slots_listed(name, rows),
+        slots_listed=slots_listed(name, rows),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)

@@ -18,8 +18,10 @@ update's own check sees the final value.
 Stack rules (``STACK_RULES``) look at the whole stack; resource rules (``RESOURCE_RULES``) look at one
 object, so the engine can refuse it before it is sent to the cluster. Each returns ``Violation``s whose
 message names the object and the field, e.g.
-``Scheduling demo/nightly: spec.slotBased.jobs[1].slotIds: slot 9 does not exist in Testbed demo/tb
-(slots 0 to 5)``. Rules marked advisory report what could not be checked; they never block.
+``Scheduling demo/nightly: spec.slotBased.jobs[1].slotIds: slot 1 is also listed for jobs[0] (wordcount)``;
+a Scheduling that cannot be placed on its Testbed says so in the words of esi's own decision, e.g.
+``Scheduling demo/nightly on Testbed demo/tb: job 'pagerank' lists slot 9, which testbed does not have (it has
+slots 0-5)``. Rules marked advisory report what could not be checked; they never block.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import yaml
+from pydantic import ValidationError
 
 from esi.decisions.layout import NodeLabels, layout_slots
+from esi.decisions.scheduling_lifecycle import TestbedView, spec_problems
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
 from esi.resources.meta import GROUP
 from esi.resources.quantity import Quantity, QuantityError, parse_quantity
-from esi.resources.scheduling import testbed_field
+from esi.resources.scheduling import SchedulingSpec, testbed_field
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
@@ -285,38 +289,27 @@ def scheduling_jobs_exist(stack: Stack) -> list[Violation]:
 
 
 def scheduling_slots_exist(stack: Stack) -> list[Violation]:
-    """3. Slot ids exist in the Testbed, and no queued job needs more executors than the Testbed has slots.
+    """3. A Scheduling can be placed on its Testbed: what esi would fail it for, by the decision the Scheduling
+    reconciler and the API make (``esi.decisions.scheduling_lifecycle.spec_problems``): its slot ids exist, no
+    job needs more slots than there are, no queued job waits forever, and it names nothing of another namespace.
 
     The Testbed's slots are ``slotsPerNode`` on every node of the stack carrying its label (``esi.decisions.layout``);
-    with no such node known, nothing is checked here (``unchecked_testbeds`` says so).
+    with no such node known, the slots are not checked here (``unchecked_testbeds`` says so). A spec esi's models
+    refuse (or one Pulumi does not know yet) is not checked either: the API server refuses it, or the update's
+    own check sees the final value.
     """
     found = []
     for scheduling in stack.schedulings:
-        testbed = _testbed_of(stack, scheduling)
-        slots = _slot_count(stack, testbed) if testbed is not None else 0
-        if testbed is None or slots == 0:
+        try:
+            spec = SchedulingSpec.model_validate(scheduling.spec)
+        except ValidationError:
             continue
-        where = f"Testbed {_ref_text(_key_ref(testbed))} ({_slot_range(slots)})"
-        for index, job in enumerate(_sequence(_mapping(scheduling.spec.get("slotBased")).get("jobs"))):
-            missing = sorted({i for i in _slot_ids(job) if i >= slots})
-            if missing:
-                ids = ", ".join(map(str, missing))
-                verb = "does not exist" if len(missing) == 1 else "do not exist"
-                noun = "slot" if len(missing) == 1 else "slots"
-                found.append(
-                    _violation(scheduling, f"spec.slotBased.jobs[{index}].slotIds", f"{noun} {ids} {verb} in {where}")
-                )
-        queue = [ref for path, ref in _job_references(scheduling) if path.startswith("spec.queueBased")]
-        for ref, executors in Counter(queue).items():
-            if executors > slots:
-                found.append(
-                    _violation(
-                        scheduling,
-                        "spec.queueBased",
-                        f"BatchJob {_ref_text(ref)} is named {executors} times ({executors} executors) but "
-                        f"Testbed {_ref_text(_key_ref(testbed))} has only {slots} slots, so it could never start",
-                    )
-                )
+        testbed = _testbed_of(stack, scheduling)
+        slots = _testbed_slots(stack, testbed) if testbed is not None else frozenset()
+        view = TestbedView(slots, frozenset()) if slots else None  # what it decides by: the slot ids
+        where = f" on Testbed {_ref_text(_key_ref(testbed))}" if testbed is not None and slots else ""
+        for problem in spec_problems(spec, view, scheduling.key.namespace or ""):
+            found.append(Violation(scheduling.key, f"{scheduling.key}{where}: {problem}"))
     return found
 
 
@@ -421,7 +414,7 @@ def unchecked_testbeds(stack: Stack) -> list[Violation]:
         )
     for scheduling in stack.schedulings:
         held = _testbed_of(stack, scheduling)
-        if held is not None and _slot_count(stack, held) == 0:
+        if held is not None and not _testbed_slots(stack, held):
             found.append(
                 _violation(
                     scheduling,
@@ -509,7 +502,8 @@ STACK_RULES: Final = (
     ),
     StackRule(
         "scheduling-slots-exist",
-        "A Scheduling's slot ids exist in its Testbed, and no queued job needs more slots than the Testbed has.",
+        "A Scheduling can be placed on its Testbed as esi places it: its slot ids exist, no job needs more slots "
+        "than the Testbed has or waits forever.",
         scheduling_slots_exist,
     ),
     StackRule(
@@ -596,16 +590,13 @@ def _testbed_of(stack: Stack, scheduling: KubeObject) -> KubeObject | None:
     return stack.testbeds.get(ref) if ref is not None else None
 
 
-def _slot_count(stack: Stack, testbed: KubeObject) -> int:
+def _testbed_slots(stack: Stack, testbed: KubeObject) -> frozenset[int]:
+    """The ids of the Testbed's slots on the nodes the stack declares."""
     label, per_node = testbed.spec.get("nodeLabel"), testbed.spec.get("slotsPerNode")
     if not isinstance(label, str) or not isinstance(per_node, int) or per_node < 1:
-        return 0
+        return frozenset()
     members = [NodeLabels(n.name, n.labels) for n in stack.members(testbed)]
-    return len(layout_slots(members, label, per_node).slots)
-
-
-def _slot_range(count: int) -> str:
-    return "slot 0" if count == 1 else f"slots 0 to {count - 1}"
+    return frozenset(slot.id for slot in layout_slots(members, label, per_node).slots)
 
 
 def _slot_ids(job: Any) -> list[int]:

@@ -1,14 +1,17 @@
 """Test objects that more than one test module builds: resources as the API server returns them, the rows of
-a Testbed's slot table, and executor pods. The manifests themselves (valid and invalid) are in
-``tests.manifests``."""
+a Testbed's slot table, executor pods, and the scheduler's filter requests to the extender. The manifests
+themselves (valid and invalid) are in ``tests.manifests``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from api.extender.wire import ExtenderArgs
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 
-__all__ = ["executor_pod", "status_slot", "stored"]
+__all__ = ["NODES", "executor_pod", "filter_args", "status_slot", "stored"]
+
+NODES = ["n0", "n1", "n2"]  # the nodes a filter request offers unless it says otherwise
 
 
 def stored(
@@ -29,3 +32,8 @@ def executor_pod(name: str, job: str = "j", testbed: str = "tb", namespace: str 
     """An executor pod of ``job`` in ``testbed``, as the scheduler and the API server show it (no spec)."""
     labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
     return {"metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": labels}}
+
+
+def filter_args(pod: dict[str, Any], nodes: list[str] = NODES) -> ExtenderArgs:
+    """The scheduler's filter request to the extender for ``pod``, offering ``nodes``."""
+    return ExtenderArgs.model_validate({"Pod": pod, "NodeNames": nodes})

@@ -54,6 +54,7 @@ from esi.objects.names import (
     TESTBED_LABEL,
     is_executor,
     slot_of,
+    testbed_of,
 )
 from esi.objects.pod_status import last_container_end
 from esi.resources.testbed import Slot, TestbedStatus
@@ -262,8 +263,8 @@ def _pod_facts(pod: Pod) -> tuple[TestbedKey, str, str, bool, str | None] | None
     if meta is None or not meta.name or not meta.namespace or not meta.uid:
         return None
     labels = meta.labels or {}
-    testbed = labels.get(TESTBED_LABEL)
-    if not testbed or labels.get(ROLE_LABEL) not in (ROLE_GHOST, ROLE_EXECUTOR):
+    testbed = testbed_of(labels)
+    if not testbed:
         return None
     return (meta.namespace, testbed), meta.name, meta.uid, is_executor(labels), pod.status.phase if pod.status else None
 

@@ -37,7 +37,7 @@ retries it per its retry policy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -45,6 +45,7 @@ from enum import StrEnum
 from esi.decisions.events import Event
 from esi.resources.batchjob import ACTIVE_STATES, MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
 from esi.resources.meta import ConditionStatus, set_conditions
+from esi.resources.testbed import Slot
 
 __all__ = [
     "STALLED_AFTER",
@@ -59,6 +60,8 @@ __all__ = [
     "decide_batchjob",
     "decide_unbuildable",
     "neighbours_on",
+    "slot_nodes",
+    "slots_listed",
 ]
 
 
@@ -129,6 +132,19 @@ class BatchJobObservation:
     # Whether the Testbed's slot table lists every one of the holder's slots as the job's: the extender gives an
     # executor only such a slot, so the application (and its executors) waits for it.
     slots_listed: bool = True
+
+
+def slots_listed(job: str, rows: Sequence[Slot | None]) -> bool:
+    """Whether the Testbed's slot table lists each of the holder's slots (their ``rows``, None where it lists
+    none) as ``job``'s: only then does the extender give the job's executors those slots."""
+    return all(row is not None and row.job == job for row in rows)
+
+
+def slot_nodes(rows: Sequence[Slot | None]) -> tuple[str, ...]:
+    """The nodes of the holder's slots (their ``rows`` in the Testbed's slot table); () when it does not list
+    them all."""
+    nodes = [row.node_name if row is not None else None for row in rows]
+    return tuple(sorted({n for n in nodes if n})) if nodes and all(nodes) else ()
 
 
 @dataclass(frozen=True)

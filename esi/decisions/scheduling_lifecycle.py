@@ -278,7 +278,8 @@ def _things(items: Sequence[Held]) -> str:
 def spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
     """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet).
 
-    The Scheduling reconciler fails a Scheduling for these; the API refuses a submission for them."""
+    The Scheduling reconciler fails a Scheduling for these; the API refuses a submission, and the policy pack
+    a stack, for them."""
     problems = _reference_problems(spec, namespace)
     if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait
         problems += _allocation_problems(spec, testbed.slot_ids)

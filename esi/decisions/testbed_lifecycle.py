@@ -62,7 +62,7 @@ from typing import Final
 
 from esi.decisions.events import Event
 from esi.decisions.layout import NodeLabels, SlotPlace, Taint, layout_slots
-from esi.resources.meta import ConditionStatus, find_condition, set_conditions
+from esi.resources.meta import ConditionStatus, PodRole, find_condition, set_conditions
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import Slot, SlotCounts, SlotState, TestbedSpec, TestbedState, TestbedStatus
 
@@ -75,7 +75,6 @@ __all__ = [
     "GhostAction",
     "NodeView",
     "PodPhase",
-    "PodRole",
     "PodView",
     "Reservation",
     "Resources",
@@ -118,11 +117,6 @@ def matches_slot_size(requests: Resources, size: Resources) -> bool:
         abs(requested.nanos - slot.nanos) * of <= slot.nanos * within
         for requested, slot in ((requests.cpu, size.cpu), (requests.memory, size.memory))
     )
-
-
-class PodRole(StrEnum):
-    GHOST = "ghost"
-    EXECUTOR = "executor"
 
 
 class PodPhase(StrEnum):

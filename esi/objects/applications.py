@@ -71,7 +71,7 @@ from esi.resources.batchjob import BatchJob
 from esi.resources.flink_cluster import FLINK_MAIN_CONTAINER
 from esi.resources.meta import API_VERSION
 from esi.resources.quantity import Quantity, parse_quantity
-from esi.resources.testbed import Toleration
+from esi.resources.testbed import Slot, TestbedSpec, Toleration
 
 __all__ = [
     "FLINK",
@@ -84,6 +84,7 @@ __all__ = [
     "application_pod_selector",
     "application_view",
     "is_executor_pod",
+    "slot_assignment",
     "slot_node_affinity",
 ]
 
@@ -158,6 +159,28 @@ class SlotAssignment:
     memory: Quantity
     attempt: int = 1  # which attempt of the job in its Scheduling this run is
     tolerations: tuple[Toleration, ...] = ()  # the Testbed's
+
+
+def slot_assignment(
+    testbed: str, spec: TestbedSpec, table: Sequence[Slot], slots: tuple[int, ...], attempt: int
+) -> SlotAssignment | str:
+    """Where a run in ``slots`` of Testbed ``testbed`` (its ``spec`` and slot ``table``) goes; or, while the table
+    does not list them all, why that is not known yet."""
+    by_id = {slot.id: slot for slot in table}
+    unknown = [i for i in slots if i not in by_id]
+    if unknown:
+        return f"testbed {testbed} has no slots {', '.join(map(str, unknown))} (yet)"
+    return SlotAssignment(
+        testbed=testbed,
+        node_label=spec.node_label,
+        node_ids=tuple(sorted({str(by_id[i].node_id) for i in slots})),
+        node_names=tuple(sorted({by_id[i].node_name for i in slots})),
+        slots=slots,
+        cpu=spec.resources_per_slot.cpu,
+        memory=spec.resources_per_slot.memory,
+        attempt=attempt,
+        tolerations=tuple(spec.tolerations or ()),
+    )
 
 
 def application_kind(source: BatchJob | Mapping[str, Any]) -> ApplicationKind:

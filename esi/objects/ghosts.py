@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from esi.decisions.layout import Taint
-from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodRole, PodView, Resources
+from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodView, Resources
 from esi.objects.names import (
     GHOST_PRIORITY_CLASS,
     JOB_LABEL,
@@ -25,7 +25,7 @@ from esi.objects.names import (
 )
 from esi.objects.owners import owner_reference
 from esi.objects.pod_status import last_container_end
-from esi.resources.meta import API_VERSION, part_of_esi
+from esi.resources.meta import API_VERSION, PodRole, part_of_esi
 from esi.resources.quantity import Quantity, QuantityError
 from esi.resources.testbed import Toleration
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from esi.decisions.testbed_lifecycle import PodRole
-from esi.resources.meta import GROUP
+from esi.resources.meta import GROUP, ROLE_LABEL, PodRole
 
 __all__ = [
     "ATTEMPT_ANNOTATION",
@@ -37,7 +36,7 @@ __all__ = [
 ]
 
 TESTBED_LABEL: Final = f"{GROUP}/testbed"  # ghosts and executors: the Testbed's name
-ROLE_LABEL: Final = f"{GROUP}/role"  # ROLE_GHOST or ROLE_EXECUTOR
+# ROLE_LABEL and its values (PodRole) are defined in esi.resources.meta, below the decisions that read roles.
 ROLE_GHOST: Final = PodRole.GHOST.value
 ROLE_EXECUTOR: Final = PodRole.EXECUTOR.value
 JOB_LABEL: Final = f"{GROUP}/job"  # executors: the BatchJob they belong to

@@ -26,12 +26,14 @@ __all__ = [
     "NAMESPACE_PATTERN",
     "NAME_PATTERN",
     "PART_OF_LABEL",
+    "ROLE_LABEL",
     "VERSION",
     "Condition",
     "ConditionStatus",
     "EsiModel",
     "ObjectMeta",
     "ObjectReference",
+    "PodRole",
     "ReconciledStatus",
     "deep_merged",
     "find_condition",
@@ -48,6 +50,17 @@ API_VERSION: Final = "esi.tu-berlin.de/v1alpha1"  # GROUP/VERSION, spelled out: 
 # The recommended label (app.kubernetes.io) on everything esi installs or creates: CRDs, PriorityClasses,
 # ghost pods, the installation's own objects.
 PART_OF_LABEL: Final = "app.kubernetes.io/part-of"
+# Which of a Testbed's pods a pod is: its value is the pod's ``PodRole``.
+ROLE_LABEL: Final = f"{GROUP}/role"
+
+
+class PodRole(StrEnum):
+    """What one of a Testbed's pods is, as its ``ROLE_LABEL`` says: a ghost holding a slot's room, or an
+    executor in the slot."""
+
+    GHOST = "ghost"
+    EXECUTOR = "executor"
+
 
 # Bounds for lists and strings: the API server needs them to estimate the cost of CEL rules, and they keep
 # a single object far below etcd's size limit.

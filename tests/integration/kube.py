@@ -226,6 +226,25 @@ def create_in(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -
     cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(manifest))
 
 
+def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    """The object as ``kubectl get`` shows it; {} when there is none."""
+    out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
+    found: dict[str, Any] = json.loads(out) if out.strip() else {}
+    return found
+
+
+def status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    """The object's status; {} when it has none or there is no such object."""
+    found: dict[str, Any] = get(cluster, namespace, kind, name).get("status") or {}
+    return found
+
+
+def events(cluster: LocalCluster, namespace: str, reason: str) -> list[dict[str, Any]]:
+    """The namespace's Events of this ``reason``."""
+    listed = cluster.kubectl("get", "events", "-n", namespace, f"--field-selector=reason={reason}", "-o", "json")
+    return json.loads(listed)["items"]  # type: ignore[no-any-return]
+
+
 def create_testbed(
     cluster: LocalCluster,
     namespace: str,

@@ -16,8 +16,8 @@ from esi.client import EsiClient, StompError
 from esi.client.subscriber import subscribe
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
-from tests.integration.kube import wait_for
-from tests.integration.test_jobs_end_to_end import get, new_testbed_on_nodes, spark_job
+from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
+from tests.integration.kube import get, wait_for
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import (
+    events,
     get_or_none,
     made_again_while_behind,
     phase_of,
@@ -29,7 +30,6 @@ from tests.integration.kube import (
     while_the_watch_was_lost,
 )
 from tests.integration.recording_extender import RecordingExtender, serve
-from tests.integration.test_testbed_reconciler import events
 
 
 def test_default_scheduler_runs_a_pod_on_a_kwok_node(client: Client, namespace: str) -> None:

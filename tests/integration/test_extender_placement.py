@@ -27,8 +27,7 @@ from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import executor_pod, get_or_none, pod, running_on, wait_for
-from tests.integration.test_testbed_reconciler import events
+from tests.integration.kube import events, executor_pod, get_or_none, pod, running_on, wait_for
 
 
 @pytest.fixture

@@ -21,31 +21,16 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import STALLED_AFTER, AddNodes, ensure_operators, kill_operators
-from tests.integration.kube import Watcher, create_in, create_testbed, running_on, wait_for
+from tests.integration.esi_objects import new_testbed_on_nodes, ready_with_ghosts, spark_job
+from tests.integration.kube import Watcher, create_in, create_testbed, get, running_on, status, wait_for
 from tests.integration.kube import pod as plain_pod
-from tests.manifests import FLINK, SPARK, batchjob_manifest, scheduling_manifest, testbed_manifest
+from tests.manifests import FLINK, batchjob_manifest, scheduling_manifest, testbed_manifest
 from tests.original_manifests import WORDCOUNT_CLASS, original_flink_job, original_queue_scheduling
 
 START_TIMEOUT = 60  # seconds: spec.retry.startTimeoutSeconds of a test's Scheduling that waits for it
 # How long a Scheduling of simulated jobs may take to complete: seconds when the machine is quiet; the bound is
 # for a 2-core machine that also runs real JVMs (test_real_spark.py) beside these tests.
 COMPLETION = 300
-
-
-def get(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
-    out = cluster.kubectl("get", "-n", namespace, kind, name, "-o", "json", "--ignore-not-found")
-    found: dict[str, Any] = json.loads(out) if out.strip() else {}
-    return found
-
-
-def status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = get(cluster, namespace, kind, name).get("status") or {}
-    return found
-
-
-def spark_job(cluster: LocalCluster, namespace: str, name: str, **conf: str) -> None:
-    spec = dict(SPARK) | ({"sparkConf": conf} if conf else {})
-    create_in(cluster, namespace, batchjob_manifest(sparkSpec=spec) | {"metadata": {"name": name}})
 
 
 def scheduling(cluster: LocalCluster, namespace: str, name: str, jobs: list[str], **spec: Any) -> None:
@@ -59,25 +44,6 @@ def job_records(cluster: LocalCluster, namespace: str, name: str) -> dict[str, d
 
 def completed(cluster: LocalCluster, namespace: str, name: str) -> Callable[[], bool]:
     return lambda: status(cluster, namespace, "scheduling", name).get("state") == "Completed"
-
-
-def ready_with_ghosts(cluster: LocalCluster, namespace: str, slots: int) -> Callable[[], bool]:
-    def probe() -> bool:
-        table = status(cluster, namespace, "testbed", "tb")
-        return table.get("state") == "Ready" and table.get("counts", {}).get("free") == slots
-
-    return probe
-
-
-def new_testbed_on_nodes(
-    cluster: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, count: int = 2
-) -> list[str]:
-    """Testbed ``tb`` with two 1-cpu slots on each of ``count`` new 2-cpu nodes (full with its ghosts), Ready."""
-    label = f"esi.test/e2e-{unique}"
-    nodes = [add_nodes(1, cpu="2", labels={label: str(i)})[0] for i in range(count)]
-    create_testbed(cluster, namespace, label)
-    wait_for("testbed Ready", ready_with_ghosts(cluster, namespace, 2 * count), timeout=60)
-    return nodes
 
 
 class ExecutorRecorder(Watcher[Pod]):

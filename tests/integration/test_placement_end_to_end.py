@@ -18,25 +18,9 @@ from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.conftest import AddNodes
+from tests.integration.esi_objects import ghosts_when, set_scheduling_status, settled, status_of
 from tests.integration.kube import create_in, create_testbed, executor_pod, get_or_none, pod, running_on, wait_for
-from tests.integration.test_testbed_reconciler import ghosts_when, settled, status_of
 from tests.manifests import scheduling_manifest, testbed_manifest
-
-
-def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
-    """What the Scheduling reconciler records when it decides (or sees a job finish)."""
-    status = {"status": {"state": "Running", "jobs": jobs}}
-    cluster.kubectl(
-        "patch",
-        "-n",
-        namespace,
-        "scheduling",
-        "sched",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps(status),
-    )
 
 
 def reserve_for_wordcount(cluster: LocalCluster, namespace: str, slot_id: int) -> None:

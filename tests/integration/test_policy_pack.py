@@ -130,8 +130,8 @@ def test_pulumi_up_applies_a_good_scheduling_and_refuses_a_bad_one_changing_noth
 
     stack("config", "set", "jobs", slot_jobs({"wordcount": [0, 1], "pagerank": [2, 99]}))
     missing_slot = (
-        f"Scheduling {namespace}/nightly: spec.slotBased.jobs[1].slotIds: "
-        f"slot 99 does not exist in Testbed {namespace}/tb (slots 0 to 3)"
+        f"Scheduling {namespace}/nightly on Testbed {namespace}/tb: "
+        "job 'pagerank' lists slot 99, which testbed does not have (it has slots 0-3)"
     )
     assert missing_slot in refusal(stack, "preview", "--policy-pack", str(POLICY_PACK))
     assert missing_slot in refusal(stack, "up", "--yes", "--policy-pack", str(POLICY_PACK))

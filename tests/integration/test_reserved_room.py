@@ -39,9 +39,8 @@ from infra.local_cluster import LocalCluster
 from infra.stacks.second_scheduler import SecondScheduler
 from tests.integration.admission import KubeletAdmission
 from tests.integration.conftest import AddNodes
-from tests.integration.kube import create_in, create_testbed, executor_pod, pod, wait_for
-from tests.integration.test_placement_end_to_end import set_scheduling_status
-from tests.integration.test_testbed_reconciler import events, settled, status_of
+from tests.integration.esi_objects import set_scheduling_status, settled, status_of
+from tests.integration.kube import create_in, create_testbed, events, executor_pod, pod, wait_for
 from tests.manifests import scheduling_manifest
 
 NODES, SLOTS_PER_NODE = 25, 4

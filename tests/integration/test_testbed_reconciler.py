@@ -4,7 +4,6 @@ with node labels, capacity problems reported, never an executor touched."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
@@ -13,42 +12,9 @@ from esi.objects.ghosts import ghost_name
 from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
+from tests.integration.esi_objects import ghosts_when, settled, status_of
 from tests.integration.kube import create_testbed, executor_pod, get_or_none, wait_for
 from tests.integration.kube import pod as ordinary_pod
-
-
-def status_of(cluster: LocalCluster, namespace: str, name: str = "tb") -> dict[str, Any]:
-    return json.loads(cluster.kubectl("get", "testbed", name, "-n", namespace, "-o", "json")).get("status", {})  # type: ignore[no-any-return]
-
-
-def settled(cluster: LocalCluster, namespace: str, slots: int, state: str = "Ready") -> Any:
-    def probe() -> dict[str, Any] | None:
-        status = status_of(cluster, namespace)
-        return status if status.get("state") == state and status.get("counts", {}).get("slots") == slots else None
-
-    return probe
-
-
-def ghosts_when(client: Client, namespace: str, count: int) -> Any:
-    """A probe: the running ghosts once there are exactly ``count``."""
-
-    def probe() -> dict[int, str] | None:
-        found = ghosts(client, namespace)
-        return found if len(found) == count else None
-
-    return probe
-
-
-def ghosts(client: Client, namespace: str) -> dict[int, str]:
-    """Running ghost pods of testbed tb: slot id -> node."""
-    found = {}
-    for pod in client.list(Pod, namespace=namespace, labels={TESTBED_LABEL: "tb", ROLE_LABEL: ROLE_GHOST}):
-        assert pod.metadata is not None
-        assert pod.metadata.labels is not None
-        if pod.status is not None and pod.status.phase == "Running" and pod.metadata.deletionTimestamp is None:
-            assert pod.spec is not None
-            found[int((pod.metadata.annotations or {})[SLOT_ANNOTATION])] = str(pod.spec.nodeName)
-    return found
 
 
 def test_two_labelled_nodes_with_two_slots_get_four_interleaved_ghosts(
@@ -170,11 +136,6 @@ def test_a_ghost_evicted_for_an_executor_is_not_put_back_while_the_executor_wait
     # The executor goes without being bound: its slot is Free and held by a ghost again.
     client.delete(Pod, "exec-0", namespace=namespace, grace_period=0)
     assert wait_for("slot 0's ghost back", ghosts_when(client, namespace, 2), timeout=60) == before
-
-
-def events(cluster: LocalCluster, namespace: str, reason: str) -> list[dict[str, Any]]:
-    listed = cluster.kubectl("get", "events", "-n", namespace, f"--field-selector=reason={reason}", "-o", "json")
-    return json.loads(listed)["items"]  # type: ignore[no-any-return]
 
 
 def uid_of(client: Client, namespace: str, name: str) -> str | None:

@@ -29,8 +29,8 @@ from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_play
 from infra.local_cluster import LocalCluster
 from infra.toolchain import browser
 from tests.integration.conftest import AddNodes, EsiApi
-from tests.integration.kube import create_testbed, pod, running_on, wait_for
-from tests.integration.test_jobs_end_to_end import get, new_testbed_on_nodes, spark_job
+from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
+from tests.integration.kube import create_testbed, get, pod, running_on, wait_for
 
 # The simulator runs a job the co-location table knows for its measured time times the session's time scale:
 # batchjob-sample3 for 4.4 s, long enough for its executors to be seen in their slots.

@@ -27,6 +27,7 @@ from esi.objects.applications import (
     application_pod_selector,
     application_view,
     is_executor_pod,
+    slot_assignment,
 )
 from esi.objects.flink_memory import smallest_task_manager
 from esi.objects.ghosts import pod_view
@@ -45,7 +46,7 @@ from esi.objects.names import (
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
-from esi.resources.testbed import Toleration
+from esi.resources.testbed import Slot, SlotState, TestbedSpec, Toleration
 from sim import pods as simulated
 from tests import manifests
 
@@ -997,3 +998,21 @@ def test_flink_runs_are_pinned_to_their_taskmanagers_whatever_the_user_wrote() -
     assert built["execution.batch.adaptive.auto-parallelism.enabled"] == "false"
     assert built["slotmanager.number-of-slots.min"] == built["slotmanager.number-of-slots.max"] == "3"
     assert built["parallelism.default"] == "3"
+
+
+# --- where a run goes: its slots in the Testbed's slot table ---------------------------------------------------
+
+
+def test_a_runs_slots_are_assigned_from_the_testbeds_spec_and_slot_table_once_it_lists_them_all() -> None:
+    spec = TestbedSpec.model_validate(manifests.testbed_manifest()["spec"])
+    table = [
+        Slot(id=i, node_name=f"node-{'ab'[i % 2]}", node_id=i % 2, position=i // 2, state=SlotState.RESERVED)
+        for i in range(4)
+    ]
+
+    assert slot_assignment("profiler-testbed", spec, table[:2], (0, 2, 3), 1) == (
+        "testbed profiler-testbed has no slots 2, 3 (yet)"
+    )
+    assert slot_assignment("profiler-testbed", spec, table, (0, 2, 3), 2) == dataclasses.replace(
+        THESIS_SLOTS, node_ids=("0", "1"), node_names=("node-a", "node-b"), attempt=2
+    )

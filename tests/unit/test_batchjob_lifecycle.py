@@ -19,10 +19,13 @@ from esi.decisions.batchjob_lifecycle import (
     Holder,
     Neighbour,
     decide_batchjob,
+    slot_nodes,
+    slots_listed,
 )
 from esi.decisions.events import Event
 from esi.resources.batchjob import MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome
 from esi.resources.meta import find_condition
+from esi.resources.testbed import Slot, SlotState
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOLDER = Holder("sched-a", "tb", (0, 2))
@@ -446,3 +449,25 @@ def test_a_run_not_running_by_its_start_timeout_fails_with_the_reason_and_gives_
         stalled.status, BatchJobObservation(HOLDER, waiting), generation=1, now=T0 + timedelta(hours=5)
     )
     assert without_timeout.status.state == BatchJobState.SUBMITTED
+
+
+def row(slot_id: int, node: str, job: str | None = "wordcount") -> Slot:
+    """A row of the Testbed's slot table: ``slot_id`` on ``node``, reserved for ``job``."""
+    return Slot(id=slot_id, node_name=node, node_id=0, position=0, state=SlotState.RESERVED, job=job)
+
+
+@pytest.mark.parametrize(
+    ("rows", "listed", "nodes"),
+    [
+        ([row(0, "n1"), row(3, "n0"), row(4, "n1")], True, ("n0", "n1")),
+        ([row(0, "n1"), row(3, "n0", job="pagerank")], False, ("n0", "n1")),
+        ([row(0, "n1"), None], False, ()),
+        ([], True, ()),
+    ],
+    ids=["all the jobs", "one of another job", "one not listed", "no slots"],
+)
+def test_a_holders_slots_are_the_jobs_and_on_their_nodes_only_once_the_table_lists_them_all(
+    rows: list[Slot | None], listed: bool, nodes: tuple[str, ...]
+) -> None:
+    assert slots_listed("wordcount", rows) is listed
+    assert slot_nodes(rows) == nodes

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from esi.client.cli import Connector, app
-from tests.unit.test_client import (
+from tests.unit.fake_api import (
     FakeApi,
     FakeStomp,
     message,

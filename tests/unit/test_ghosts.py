@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from esi.decisions.layout import Taint
-from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, PodRole, Resources
+from esi.decisions.testbed_lifecycle import CreateGhost, PodPhase, Resources
 from esi.objects.ghosts import ghost_pod, node_view, pod_requests, pod_view
 from esi.objects.names import GHOST_PRIORITY_CLASS, JOB_LABEL, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_LABEL, testbed_of
+from esi.resources.meta import PodRole
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import Toleration
 

@@ -30,11 +30,10 @@ from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_L
 from esi.resources.testbed import Slot, SlotState
 from kube.resources import TestbedResource
 from kube.watch import Stream, streaming
-from tests import builders
-from tests.builders import status_slot, stored
+from tests import builders, virtual_time
+from tests.builders import filter_args, status_slot, stored
 from tests.cancellation import assert_caller_stays_cancelled
 from tests.manifests import testbed_manifest
-from tests.unit.test_slot_index import filter_args
 
 # Testbed tb on n0/n1: slot 0 free, slot 1 reserved for job j, both still held by their ghosts.
 STATUS = {"state": "InUse", "slots": [status_slot(0, 0, pod="g-0"), status_slot(1, 1, "Reserved", job="j", pod="g-1")]}
@@ -392,7 +391,7 @@ class FakeCluster:
 def feed_until(cluster: FakeCluster, index: SlotIndex, done: Callable[[], bool]) -> None:
     """Run a feed on ``cluster`` until ``done()`` holds (at most 5 s), then stop it."""
     feed = IndexFeed(cast(AsyncClient, cluster), index, min_backoff=0.001, max_backoff=0.01)
-    asyncio.run(running_until(feed, done))
+    virtual_time.run(running_until(feed, done))
 
 
 async def running_until(feed: IndexFeed, done: Callable[[], bool]) -> None:
@@ -501,7 +500,7 @@ def test_one_testbed_stream_feeds_the_cache_and_a_feed_that_joins_later() -> Non
                 feed, lambda: victims_of(index, "tb") == {0: "u0", 1: None} and index.slots("ns", "tb2") is not None
             )
 
-    asyncio.run(run())
+    virtual_time.run(run())
 
     assert cluster.count("list", "Testbed") == 1, "the feed listed Testbeds itself"
     assert cluster.count("watch", "Testbed") == 1, "the feed watched Testbeds itself"
@@ -522,7 +521,7 @@ def test_a_stream_that_is_not_joinable_refuses_a_consumer_once_it_has_listed() -
             with pytest.raises(RuntimeError, match="not joinable"):
                 stream.tell(late.testbeds)
 
-    asyncio.run(run())
+    virtual_time.run(run())
 
     assert late.testbeds.get("ns", "tb") is None
 

@@ -18,9 +18,18 @@ from esi.decisions.batchjob_lifecycle import (
 from esi.decisions.events import Event
 from esi.decisions.scheduling_lifecycle import SchedulingObservation, TestbedView, decide_scheduling
 from esi.decisions.testbed_lifecycle import NodeView, Resources, TestbedObservation, decide_testbed
-from esi.objects.names import ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, is_executor, slot_of
+from esi.objects.names import (
+    ROLE_EXECUTOR,
+    ROLE_GHOST,
+    ROLE_LABEL,
+    SLOT_ANNOTATION,
+    TESTBED_LABEL,
+    is_executor,
+    slot_of,
+    testbed_of,
+)
 from esi.resources.batchjob import BatchJob, BatchJobState
-from esi.resources.meta import API_VERSION, GROUP, VERSION, state_named
+from esi.resources.meta import API_VERSION, GROUP, VERSION, PodRole, state_named
 from esi.resources.quantity import Quantity
 from esi.resources.scheduling import JobState, Scheduling, SchedulingSpec, SchedulingState
 from esi.resources.testbed import Testbed, TestbedSpec, TestbedState
@@ -77,6 +86,15 @@ def test_a_raw_status_field_reads_as_a_state_or_none(states: Any, value: object,
 )
 def test_an_executor_is_what_esi_labels_one(labels: dict[str, str], executor: bool) -> None:
     assert is_executor(labels) is executor
+
+
+def test_the_role_label_says_each_pod_role_and_only_a_ghost_or_an_executor_belongs_to_a_testbed() -> None:
+    assert {ROLE_GHOST, ROLE_EXECUTOR} == {role.value for role in PodRole}
+    for role in PodRole:
+        labels = {ROLE_LABEL: role.value, TESTBED_LABEL: "tb"}
+        assert testbed_of(labels) == "tb"
+        assert is_executor(labels) is (role == PodRole.EXECUTOR)
+    assert testbed_of({ROLE_LABEL: "driver", TESTBED_LABEL: "tb"}) is None
 
 
 @pytest.mark.parametrize(

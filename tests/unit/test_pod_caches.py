@@ -15,6 +15,7 @@ from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, 
 from operators.batchjob import executors_on_nodes
 from operators.pods import PodIndex, Pods, RawPod
 from operators.testbed import pods_on_nodes, testbed_pods
+from tests import virtual_time
 
 
 def pod(name: str, *, node: str | None = None, phase: str = "Pending", **labels: str) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def test_a_reconciler_waits_for_the_first_list_or_its_stop() -> None:
         stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
         return still_waiting, listed, await asyncio.wait_for(stopped_first.wait_listed(stopper.async_waiter), 1)
 
-    assert asyncio.run(scenario()) == (True, True, False)
+    assert virtual_time.run(scenario()) == (True, True, False)
 
 
 def test_the_reconcilers_indexes_read_a_pod_as_the_api_server_sent_it() -> None:

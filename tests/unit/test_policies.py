@@ -214,8 +214,8 @@ def test_the_local_stacks_node_pool_declares_its_kwok_nodes() -> None:
     local = rules.stack_of([obj(make_testbed(per_node=3)), pool, obj(scheduling(slots={"wordcount": [6]}))])
 
     assert messages(rules.scheduling_slots_exist(local)) == [
-        "Scheduling demo/nightly: spec.slotBased.jobs[0].slotIds: slot 6 does not exist in Testbed demo/tb "
-        "(slots 0 to 5)"
+        "Scheduling demo/nightly on Testbed demo/tb: job 'wordcount' lists slot 6, which testbed does not have "
+        "(it has slots 0-5)"
     ]
     assert messages(rules.testbed_fits_nodes(local)) == [
         "Testbed demo/tb: spec.resourcesPerSlot.cpu: 3 slots of 1 need 3, more than the allocatable cpu of node n1 (2)"
@@ -312,7 +312,7 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
     assert check_stack(rules.scheduling_jobs_exist, (*GOOD, job_list)) == expected
 
 
-# --- 3. the slots exist ----------------------------------------------------------------------------------
+# --- 3. the Scheduling can be placed on its Testbed ----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -322,16 +322,16 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
         pytest.param(
             (*GOOD, scheduling(slots={"wordcount": [0, 1], "pagerank": [9]})),
             [
-                "Scheduling demo/nightly: spec.slotBased.jobs[1].slotIds: slot 9 does not exist in Testbed demo/tb "
-                "(slots 0 to 5)"
+                "Scheduling demo/nightly on Testbed demo/tb: job 'pagerank' lists slot 9, which testbed does not "
+                "have (it has slots 0-5)"
             ],
             id="3 nodes x 2 slots have no slot 9",
         ),
         pytest.param(
             (*GOOD, scheduling(slots={"wordcount": [12, 6, 1]})),
             [
-                "Scheduling demo/nightly: spec.slotBased.jobs[0].slotIds: slots 6, 12 do not exist in Testbed demo/tb "
-                "(slots 0 to 5)"
+                "Scheduling demo/nightly on Testbed demo/tb: job 'wordcount' lists slots 6 and 12, which testbed "
+                "does not have (it has slots 0-5)"
             ],
             id="several missing ids, in order",
         ),
@@ -344,26 +344,45 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
                 scheduling(slots={"wordcount": [2]}),
             ),
             [
-                "Scheduling demo/nightly: spec.slotBased.jobs[0].slotIds: slot 2 does not exist in Testbed demo/tb "
-                "(slots 0 to 1)"
+                "Scheduling demo/nightly on Testbed demo/tb: job 'wordcount' lists slot 2, which testbed does not "
+                "have (it has slots 0-1)"
             ],
             id="a node whose label is no node id holds no slots",
         ),
         pytest.param(
             (make_testbed(per_node=1), batchjob("wordcount"), node("n0", "0"), scheduling(slots={"wordcount": [1]})),
             [
-                "Scheduling demo/nightly: spec.slotBased.jobs[0].slotIds: "
-                "slot 1 does not exist in Testbed demo/tb (slot 0)"
+                "Scheduling demo/nightly on Testbed demo/tb: job 'wordcount' lists slot 1, which testbed does not "
+                "have (it has slot 0)"
             ],
             id="a Testbed of one slot",
         ),
         pytest.param(
             (*GOOD, scheduling(queue=["wordcount"] * 6 + ["pagerank"] * 7)),
-            [
-                "Scheduling demo/nightly: spec.queueBased: BatchJob demo/pagerank is named 7 times (7 executors) "
-                "but Testbed demo/tb has only 6 slots, so it could never start"
-            ],
+            ["Scheduling demo/nightly on Testbed demo/tb: job 'pagerank' needs 7 slots but testbed has 6"],
             id="a queued job with more executors than slots",
+        ),
+        pytest.param(
+            (*GOOD, scheduling(queue=["wordcount", "pagerank"] * 4)),
+            [
+                "Scheduling demo/nightly on Testbed demo/tb: jobs 'wordcount' and 'pagerank' can never start: once "
+                "every job that can start has run, the queue is [wordcount, pagerank, wordcount, pagerank, wordcount, "
+                "pagerank, wordcount, pagerank], and even with all 6 slots of the testbed free each of them has an "
+                "entry at position 6 or later, which maps to no slot"
+            ],
+            id="queued jobs that wait for each other forever",
+        ),
+        pytest.param(
+            (
+                make_testbed(namespace="shared"),
+                *GOOD[1:],
+                scheduling(queue=["wordcount"], testbed_ref={"name": "tb", "namespace": "shared"}),
+            ),
+            [
+                "Scheduling demo/nightly on Testbed shared/tb: references outside namespace demo are not supported: "
+                "shared/tb"
+            ],
+            id="a Testbed of another namespace",
         ),
         pytest.param(
             (make_testbed(), batchjob("wordcount"), scheduling(slots={"wordcount": [99]})),
@@ -373,7 +392,9 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
         pytest.param((*nodes(3), scheduling(slots={"wordcount": [99]})), [], id="no Testbed: rule 1 reports it"),
     ],
 )
-def test_slot_ids_exist_in_the_testbed(manifests: tuple[Manifest, ...], expected: list[str]) -> None:
+def test_a_scheduling_can_be_placed_on_its_testbed_as_esi_places_it(
+    manifests: tuple[Manifest, ...], expected: list[str]
+) -> None:
     assert check_stack(rules.scheduling_slots_exist, manifests) == expected
 
 
@@ -634,8 +655,8 @@ def test_a_stack_policy_reports_each_violation_on_the_resource_at_fault() -> Non
 
     assert reported == [
         (
-            "Scheduling demo/nightly: spec.slotBased.jobs[1].slotIds: slot 9 does not exist in Testbed demo/tb "
-            "(slots 0 to 5)",
+            "Scheduling demo/nightly on Testbed demo/tb: job 'pagerank' lists slot 9, which testbed does not have "
+            "(it has slots 0-5)",
             f"urn:pulumi:dev::esi::kubernetes:{GROUP_VERSION}:Scheduling::nightly",
         )
     ]

@@ -10,6 +10,7 @@ import pytest
 
 from sim.controller import WorkQueue, merge_patch, select_own_objects
 from sim.names import APP_UID_LABEL
+from tests import virtual_time
 
 
 @pytest.mark.parametrize(
@@ -40,7 +41,7 @@ def test_the_queue_hands_out_each_key_once_and_earliest_first() -> None:
         taken.append(await asyncio.wait_for(queue.get(), 1))
         return taken
 
-    assert asyncio.run(scenario()) == ["now", "soon", "later", "again"]
+    assert virtual_time.run(scenario()) == ["now", "soon", "later", "again"]
 
 
 def test_an_earlier_due_time_brings_a_key_forward() -> None:
@@ -52,7 +53,7 @@ def test_an_earlier_due_time_brings_a_key_forward() -> None:
         queue.add("k")
         return await asyncio.wait_for(waiting, 1)
 
-    assert asyncio.run(scenario()) == "k"
+    assert virtual_time.run(scenario()) == "k"
 
 
 @pytest.mark.parametrize(

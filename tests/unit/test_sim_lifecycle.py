@@ -29,7 +29,7 @@ from sim.lifecycle import (
 from sim.names import COLOCATED_ANNOTATION, ENDS_AT_ANNOTATION, FAILURE_ANNOTATION, TASKMANAGERS_ANNOTATION
 from sim.pods import DeploymentView, NodeExecutor, PodRole, PodView, node_executor, pod_view
 from sim.runtime import InterferenceModel
-from tests.unit.test_sim_pods import esi_executor, flink_app, replica_pod, spark_app
+from tests.unit.operator_objects import esi_executor, flink_app, replica_pod, spark_app
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 MILLIS = str(int(NOW.timestamp() * 1000))

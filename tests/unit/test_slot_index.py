@@ -12,19 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.extender.slot_index import BindPlan, IndexedSlot, SlotIndex
-from api.extender.wire import ExtenderArgs, ExtenderPreemptionArgs
+from api.extender.wire import ExtenderPreemptionArgs
 from esi.resources.testbed import SlotState
-from tests.builders import executor_pod
-
-NODES = ["n0", "n1", "n2"]
+from tests.builders import NODES, executor_pod, filter_args
 
 
 def plain(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}}
-
-
-def filter_args(pod: dict[str, Any], nodes: list[str] = NODES) -> ExtenderArgs:
-    return ExtenderArgs.model_validate({"Pod": pod, "NodeNames": nodes})
 
 
 def preempt_args(pod: dict[str, Any], victims: dict[str, list[str]]) -> ExtenderPreemptionArgs:

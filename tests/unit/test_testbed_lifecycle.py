@@ -24,7 +24,6 @@ from esi.decisions.testbed_lifecycle import (
     DeleteGhost,
     NodeView,
     PodPhase,
-    PodRole,
     PodView,
     Reservation,
     Resources,
@@ -33,7 +32,7 @@ from esi.decisions.testbed_lifecycle import (
     decide_testbed,
     matches_slot_size,
 )
-from esi.resources.meta import ConditionStatus, find_condition
+from esi.resources.meta import ConditionStatus, PodRole, find_condition
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import SlotState, TestbedSpec, TestbedState, TestbedStatus, Toleration
 

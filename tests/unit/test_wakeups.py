@@ -1,8 +1,8 @@
 """The reconcilers' daemon loop (operators.daemons.Wakeups) and their writes (kube.writes): a daemon decides
-on wake-ups, and ends as soon as kopf asks it to stop, so kopf never has to cancel it (and log a warning for
-every deleted object); a status write over a newer version than the decision saw is a stale view, decided
-again at once; an object a reconciler creates is there when it exists already, and not wanted when its
-namespace is being deleted."""
+on wake-ups (run on a virtual clock, ``tests.virtual_time``), and ends as soon as kopf asks it to stop, so kopf
+never has to cancel it (and log a warning for every deleted object); a status write over a newer version than
+the decision saw is a stale view, decided again at once; an object a reconciler creates is there when it exists
+already, and not wanted when its namespace is being deleted."""
 
 from __future__ import annotations
 
@@ -22,90 +22,80 @@ from lightkube.models.meta_v1 import Status, StatusCause, StatusDetails
 from kube.writes import StaleView, create, write_status
 from operators.batchjob import TestbedView, jobs_to_wake, testbed_view
 from operators.daemons import DEBOUNCE_SECONDS, Wakeups, debounce, swap_seen
+from tests import virtual_time
 
 
 @contextlib.asynccontextmanager
 async def daemon_of(wakeups: Wakeups, decide: Callable[[], Awaitable[float | None]]) -> AsyncIterator[None]:
     """The daemon of "key" deciding with ``decide`` while the block runs; stopped (as kopf stops it when its
-    object is deleted) after it, and ended within a second: the resync is 30 s away, only the stop can end a
-    wait."""
+    object is deleted) after it, and ended at once: the resync is 30 s away, only the stop can end a wait."""
     stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
     daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, decide, logging.getLogger("test")))
     try:
         yield
     finally:
+        loop = asyncio.get_running_loop()
+        stopped_at = loop.time()
         stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
         await asyncio.wait_for(daemon, timeout=1)
+        assert loop.time() == stopped_at, "the daemon ended when it was stopped"
+
+
+def decisions_at(decided: list[float]) -> Callable[[], Awaitable[float | None]]:
+    """A decision that records when it is made and asks to look again only when woken (or at the resync)."""
+
+    async def decide() -> float | None:
+        decided.append(asyncio.get_running_loop().time())
+        return None
+
+    return decide
+
+
+# The daemons run on a virtual clock (tests.virtual_time): every time below is exact, and waits take no time.
 
 
 def test_a_daemon_decides_on_each_wake_up_and_ends_when_stopped_mid_wait() -> None:
-    async def scenario() -> list[str]:
+    async def scenario() -> list[float]:
         wakeups = Wakeups("thing")
-        decisions: list[str] = []
-
-        async def decide() -> float | None:
-            decisions.append("decided")
-            return None  # look again only when woken (or after the 30 s resync)
-
-        async with daemon_of(wakeups, decide):
+        decided: list[float] = []
+        async with daemon_of(wakeups, decisions_at(decided)):
             await asyncio.sleep(0.05)
             wakeups.wake(["key"])
-            await asyncio.sleep(0.3)  # past the debounce
+            await asyncio.sleep(0.3)
         wakeups.wake(["key"])  # a wake-up after the end reaches nothing
-        return decisions
+        return decided
 
-    assert asyncio.run(scenario()) == ["decided", "decided"]
+    assert virtual_time.run(scenario()) == pytest.approx([0.0, DEBOUNCE_SECONDS]), "the second after the debounce"
 
 
 def test_a_wake_up_later_is_decided_then_and_one_at_once_before_it_is_not_held_back() -> None:
     async def scenario() -> list[float]:
         wakeups = Wakeups("thing")
-        loop = asyncio.get_running_loop()
         decided: list[float] = []
-
-        async def decide() -> float | None:
-            decided.append(loop.time())
-            return None
-
-        async with daemon_of(wakeups, decide):
+        async with daemon_of(wakeups, decisions_at(decided)):
             await asyncio.sleep(0.3)  # a quiet spell after the first decision
-            woken = loop.time()
             wakeups.wake_later(["key"], 0.2)
             await asyncio.sleep(0.05)
-            assert len(decided) == 1, "not decided before its time"
             wakeups.wake(["key"], at_once=True)
             await asyncio.sleep(0.3)
-        return [t - woken for t in decided[1:]]
+        return decided
 
-    at_once, later = asyncio.run(scenario())
-    assert at_once < 0.19, "the wake-up at once did not wait for the later one"
-    assert later >= 0.19
+    assert virtual_time.run(scenario()) == pytest.approx([0.0, 0.35, 0.5])
 
 
 def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
-    async def scenario() -> tuple[int, int, int]:
-        wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
-        decided = asyncio.Event()
-        decisions = 0
-
-        async def decide() -> float | None:
-            nonlocal decisions
-            decisions += 1
-            decided.set()
-            return None
-
-        async with daemon_of(wakeups, decide):
-            await asyncio.wait_for(decided.wait(), timeout=5)
-            first = decisions
+    async def scenario() -> list[float]:
+        wakeups = Wakeups("thing", debounce_seconds=30.0)
+        decided: list[float] = []
+        async with daemon_of(wakeups, decisions_at(decided)):
+            await asyncio.sleep(0)  # the first decision
             wakeups.wake(["key"])  # right after a decision: waits for the debounce
             await asyncio.sleep(0.3)
-            debounced = decisions
-            decided.clear()
             wakeups.wake(["key"], at_once=True)
-            await asyncio.wait_for(decided.wait(), timeout=5)
-        return first, debounced, decisions
+            await asyncio.sleep(0.3)
+        return decided
 
-    assert asyncio.run(scenario()) == (1, 1, 2)
+    assert virtual_time.run(scenario()) == pytest.approx([0.0, 0.3])
 
 
 @pytest.mark.parametrize(
@@ -126,40 +116,39 @@ def test_a_long_decision_is_made_again_no_sooner_than_it_took(took: float, woken
     assert debounce(100.0, 100.0 + woken_after, took=took) == pytest.approx(wait)
 
 
-async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> int:
-    """A daemon whose first decision meets a stale view; how many decisions until one is made (``woken``: the
-    newer version's event wakes it after the stale view)."""
-    decided = asyncio.Event()
-    attempts = 0
+async def stale_then_decided(wakeups: Wakeups, *, woken: bool) -> list[float]:
+    """When a daemon whose first decision meets a stale view decides (``woken``: the newer version's event
+    wakes it after the stale view)."""
+    decided: list[float] = []
+    stale = asyncio.Event()
 
     async def decide() -> float | None:
-        nonlocal attempts
-        attempts += 1
-        if attempts == 1:
+        decided.append(asyncio.get_running_loop().time())
+        if len(decided) == 1:
+            stale.set()
             raise StaleView("thing: resourceVersion is no longer 1")
-        decided.set()
         return None
 
     async with daemon_of(wakeups, decide):
-        while attempts == 0:
-            await asyncio.sleep(0.01)
+        await stale.wait()
         if woken:
             wakeups.wake(["key"])
-        await asyncio.wait_for(decided.wait(), timeout=5)  # the resync is 30 s away: only the stale view asks
-    return attempts
+        await asyncio.sleep(1)
+    return decided
 
 
 def test_a_decision_on_a_stale_view_is_made_again_after_a_debounce_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="test"):
-        assert asyncio.run(stale_then_decided(Wakeups("thing"), woken=False)) == 2
+        decided = virtual_time.run(stale_then_decided(Wakeups("thing"), woken=False))
+    assert decided == pytest.approx([0.0, DEBOUNCE_SECONDS])
     assert [r.levelname for r in caplog.records] == ["DEBUG"]
 
 
 def test_a_decision_on_a_stale_view_is_made_again_when_the_newer_view_arrives_without_a_debounce() -> None:
-    wakeups = Wakeups("thing", debounce_seconds=30.0)  # a debounce the test would never outlast
-    assert asyncio.run(stale_then_decided(wakeups, woken=True)) == 2
+    wakeups = Wakeups("thing", debounce_seconds=30.0)
+    assert virtual_time.run(stale_then_decided(wakeups, woken=True)) == [0.0, 0.0]
 
 
 class RefusingClient:
