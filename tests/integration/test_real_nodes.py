@@ -143,7 +143,7 @@ def test_the_kubelet_refuses_a_pod_larger_than_the_node(real_node: RealNode, cli
     assert (refused.status.phase, refused.status.reason) == ("Failed", "OutOfcpu")
 
 
-def test_kwok_and_the_tests_account_refuse_what_the_real_kubelet_refuses(
+def test_kwok_refuses_what_the_real_kubelet_refuses(
     real_node: RealNode, client: Client, namespace: str, add_nodes: AddNodes, kubelet_admission: KubeletAdmission
 ) -> None:
     """KWOK (its admission patch) refuses, in the kubelet's words (the pod's status and the Event
