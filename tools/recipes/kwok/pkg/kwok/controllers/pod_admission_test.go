@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/kwok/pkg/log"
+	"sigs.k8s.io/kwok/pkg/utils/informer"
 	"sigs.k8s.io/kwok/pkg/utils/queue"
 )
 
@@ -135,6 +136,34 @@ func TestAPodThatDoesNotFitBesideTheAdmittedOnesIsRefusedInTheKubeletsWords(t *t
 	}
 	if status := statusOf(t, clientset, "first"); status.Phase != corev1.PodPending {
 		t.Errorf("the admitted pod's status was written: %s", status.Phase)
+	}
+}
+
+func TestThePodControllerPlaysStagesOnlyOnThePodsItAdmitted(t *testing.T) {
+	first, second, third, fourth := testPod("first", "600m", "", 0), testPod("second", "600m", "", 1), testPod("third", "600m", "", 2), testPod("fourth", "600m", "", 3)
+	c, _, recorder := kubelet(t, first, second, third, fourth)
+	c.preprocessChan = make(chan *corev1.Pod, 10)
+	events := make(chan informer.Event[*corev1.Pod], 10)
+	events <- informer.Event[*corev1.Pod]{Type: informer.Added, Object: first}
+	events <- informer.Event[*corev1.Pod]{Type: informer.Added, Object: second} // no room beside first
+	events <- informer.Event[*corev1.Pod]{Type: informer.Deleted, Object: first}
+	events <- informer.Event[*corev1.Pod]{Type: informer.Added, Object: third}  // first's room
+	events <- informer.Event[*corev1.Pod]{Type: informer.Listed}                // third went meanwhile
+	events <- informer.Event[*corev1.Pod]{Type: informer.Added, Object: fourth} // third's room
+	close(events)
+
+	c.watchResources(context.Background(), events)
+
+	close(c.preprocessChan)
+	var played []string
+	for pod := range c.preprocessChan {
+		played = append(played, pod.Name)
+	}
+	if fmt.Sprint(played) != "[first third fourth]" {
+		t.Errorf("stages played on %v", played)
+	}
+	if event := told(t, recorder); event != "Warning OutOfcpu Pod was rejected: Node didn't have enough resource: cpu, requested: 600, used: 600, capacity: 1000" {
+		t.Errorf("Event %q", event)
 	}
 }
 
