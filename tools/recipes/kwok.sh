@@ -26,7 +26,14 @@ done
 go mod edit -replace "sigs.k8s.io/kwok=$src"
 
 step "test the patched packages"
-(cd "$src" && go test ./pkg/kwok/controllers/ ./pkg/utils/informer/)
+# kwok's own tests log at length: the failures are repeated last, where the toolchain's report shows them.
+if ! (cd "$src" && go test ./pkg/kwok/controllers/ ./pkg/utils/informer/) >go-test.log 2>&1; then
+    cat go-test.log
+    echo "the patched packages' tests failed (all output above):"
+    grep -E -A3 -- '--- FAIL|^panic:|^FAIL' go-test.log
+    exit 1
+fi
+cat go-test.log
 
 for c in kwok kwokctl; do
     step "compile $c"
