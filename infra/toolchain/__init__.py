@@ -137,6 +137,10 @@ def install_dir(tool: Tool, pins: dict[str, str]) -> Path:
     digest = hashlib.sha256()
     for part in ((tool.recipes / "lib.sh").read_bytes(), tool.recipe.read_bytes(), json.dumps(_recipe_env(tool, pins))):
         digest.update(part if isinstance(part, bytes) else part.encode())
+    changes = tool.recipes / tool.name  # what the recipe applies (patches, source files), beside it
+    for path in sorted(p for p in changes.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(changes).as_posix().encode())
+        digest.update(path.read_bytes())
     return cache_root() / f"{tool.name}-{pins[tool.version_pin]}-{digest.hexdigest()[:10]}"
 
 

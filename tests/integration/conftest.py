@@ -38,18 +38,16 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
 
 
 @pytest.fixture(scope="session")
-def kubelet_admission(cluster: LocalCluster) -> Iterator[KubeletAdmission]:
-    """What a kubelet's admission would have said of every pod KWOK ran in the session's cluster."""
-    admission = KubeletAdmission(cluster)
-    yield admission
-    admission.stop()
+def kubelet_admission(client: Client) -> KubeletAdmission:
+    """The pods KWOK refused as a kubelet's admission does, in the session's cluster."""
+    return KubeletAdmission(client)
 
 
 @pytest.fixture
 def namespace(client: Client, kubelet_admission: KubeletAdmission, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace named after the test; deleted (with everything in it) afterwards. The test fails when
-    a kubelet's admission refused a pod in it on a KWOK node (KWOK refuses as a kubelet does; the tests'
-    account, ``kubelet_admission``, tells), unless the test expects refusals."""
+    KWOK refused a pod in it as a kubelet's admission does (``kubelet_admission``), unless the test expects
+    refusals."""
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
     name = f"{slug}-{uuid.uuid4().hex[:5]}"
     client.create(namespace_manifest(name))

@@ -100,7 +100,6 @@ def test_kwok_admits_a_pod_as_a_kubelet_does_and_refuses_one_that_does_not_fit(
     assert refused.status.podIP is None, "refused: it never ran"
     told = wait_for("the refusal told", lambda: events(cluster, namespace, "OutOfcpu"))
     assert [(e["type"], e["involvedObject"]["name"]) for e in told] == [("Warning", "second")]
-    assert [r.pod for r in kubelet_admission.refused_in(namespace)] == ["second"], "the tests' account agrees"
 
     client.delete(Pod, "first", namespace=namespace)
     wait_for("the first pod to go", lambda: get_or_none(client, Pod, "first", namespace) is None)

@@ -6,7 +6,7 @@ few tens of milliseconds and checks every node, every time. On shared nodes the 
 reports how often it is lost: between a ghost's deletion and its executor's binding the default scheduler binds
 waiting ordinary pods into the room (about half the nodes, measured 2026-11-25; the earlier path, preemption and
 a second cycle, loses it the same way), and how many pods the kubelet then refused (KWOK admits as a kubelet
-does; ``kubelet_admission`` keeps the same account: the later of two pods given the same room). The test plays
+does; ``kubelet_admission`` reads its refusals: the later of two pods given the same room). The test plays
 Spark's part for an executor refused so: a replacement, which the extender holds back while its slot has no room
 (told so in its PodScheduled condition). While the stream lasts, the default scheduler's waiting pods take such
 room as it frees, so the replacements run once the ordinary pods are gone. On nodes given to the Testbed alone (a

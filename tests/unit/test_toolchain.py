@@ -63,6 +63,19 @@ def test_a_changed_recipe_or_version_is_a_different_install(recipes: Path) -> No
     assert toolchain.install_dir(tool, PINS) != first
 
 
+def test_a_changed_file_beside_the_recipe_is_a_different_install(recipes: Path) -> None:
+    tool = write_recipe(recipes, GOOD)
+    bare = toolchain.install_dir(tool, PINS)
+    patch = recipes / "hello" / "src" / "fix.patch"
+    patch.parent.mkdir(parents=True)
+    patch.write_text("one\n")
+    patched = toolchain.install_dir(tool, PINS)
+
+    patch.write_text("two\n")
+
+    assert len({bare, patched, toolchain.install_dir(tool, PINS)}) == 3
+
+
 def test_failure_names_tool_and_step_and_leaves_nothing_installed(recipes: Path) -> None:
     tool = write_recipe(recipes, 'cd "$WORK"\nstep "compile hello"\necho "undefined: foo" >&2\nfalse\n')
 
