@@ -485,7 +485,7 @@ function slotCell(testbed, slot) {
     title: `slot ${slot.position} · ${shown}${job ? ` · ${job}` : ''}${slot.podName ? ` · pod ${slot.podName}` : ''}${noRoom}`,
   },
   h('span.slot-id', {}, `#${slot.position}`),
-  h('span.slot-state', {}, shown.toLowerCase()),
+  h('span.slot-state', {}, shown),
   h('span.slot-job', { testid: `slot-job-${testbed}-${slot.position}` }, job ?? (shown === 'Free' ? 'empty' : '—')),
   h('span.slot-pod', { testid: `slot-pod-${testbed}-${slot.position}` }, slot.podName ?? ''),
   h('span.slot-no-room', { testid: `slot-no-room-${testbed}-${slot.position}` }, slot.noRoom ? 'no room' : ''));
