@@ -6,11 +6,14 @@ under ``/external`` and STOMP at ``/scheduler``. The files themselves need no to
 the page asks for the token once (kept in the tab's ``sessionStorage``) and sends it as
 ``Authorization: Bearer`` on REST and as ``?access_token=`` on the WebSocket, which browsers cannot give
 headers. Plain ES modules with no build step, nothing loaded from elsewhere: the machines running esi may
-have no internet. ``install(app)`` is all an app needs.
+have no internet. States are shown in esi's words, as kubectl shows them: objects' ``esiState``, and for slots
+and a Scheduling's job entries, which have only the original's names on the wire, ``esi.wire.rest``'s
+``ESI_STATE_NAMES`` (served as the module ``/ui/states.js``). ``install(app)`` is all an app needs.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -18,6 +21,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
+
+from esi.wire.rest import ESI_STATE_NAMES
 
 __all__ = ["PAGE", "STATIC", "install", "router"]
 
@@ -64,6 +69,15 @@ async def _root(request: Request) -> RedirectResponse:
 @router.get("/ui", include_in_schema=False)
 async def _ui(request: Request) -> RedirectResponse:
     return _to_page(request)
+
+
+_STATE_NAMES_MODULE: Final = f"export const ESI_STATE_NAMES = {json.dumps(ESI_STATE_NAMES)};\n"
+
+
+@router.get(f"{PAGE}states.js", include_in_schema=False)
+async def _state_names() -> Response:
+    """esi's names of the states that have only the original's names on the wire, for the page's scripts."""
+    return Response(_STATE_NAMES_MODULE, media_type="text/javascript", headers=_HEADERS)
 
 
 router.mount(PAGE.rstrip("/"), _UiFiles(directory=STATIC, html=True), name="ui")

@@ -7,13 +7,18 @@
 // between the two; a change announced on the kind's topic while an object's own subscription is still
 // pending is read again over REST once it is in place. After a reconnect everything is listed again.
 
+import { ESI_STATE_NAMES } from './states.js';
 import { StompClient } from './stomp.js';
 
 const TOKEN_KEY = 'esi.token';
 const API_ROOT = new URL('../', window.location.href); // the page is served at <API root>/ui/
 const ACTIVITY_LIMIT = 300;
 const KINDS = ['testbeds', 'jobs', 'schedulings'];
-const JOB_STATUS_ORDER = ['Acquiring', 'InQueue', 'Submitted', 'Scheduled', 'Completed'];
+// States are shown in esi's names, as kubectl shows them: an object's esiState; a slot's and a job entry's
+// (only the original's names on the wire) as the server's ESI_STATE_NAMES names them, in the order of their life.
+const slotState = (slot) => ESI_STATE_NAMES.slot[slot.state] ?? slot.state;
+const jobState = (entry) => ESI_STATE_NAMES.job[entry.state] ?? entry.state;
+const JOB_STATE_ORDER = [...new Set(Object.values(ESI_STATE_NAMES.job))];
 
 const $ = (id) => document.getElementById(id);
 
@@ -163,25 +168,28 @@ function noteChange(kind, name, before, after) {
     const old = new Map(slotsOf(before).map((s) => [s.position, s]));
     for (const slot of slotsOf(after)) {
       const previous = old.get(slot.position);
-      if (previous && previous.state !== slot.state) {
+      const [from, to] = previous ? [slotState(previous), slotState(slot)] : [];
+      if (from !== to) {
         const job = slot.reservedFor ?? previous.reservedFor;
-        activity('slot', `${name} slot ${slot.position}: ${previous.state} → ${slot.state}${job ? ` (${job})` : ''}`,
-          { testbed: name, slot: slot.position, from: previous.state, to: slot.state, job, pod: slot.podName });
+        activity('slot', `${name} slot ${slot.position}: ${from} → ${to}${job ? ` (${job})` : ''}`,
+          { testbed: name, slot: slot.position, from, to, job, pod: slot.podName });
       }
     }
-    if (before.state !== after.state) {
-      activity('testbed', `Testbed ${name}: ${before.state} → ${after.state}`, { name, from: before.state, to: after.state });
+    if (before.esiState !== after.esiState) {
+      activity('testbed', `Testbed ${name}: ${before.esiState} → ${after.esiState}`,
+        { name, from: before.esiState, to: after.esiState });
     }
   } else if (kind === 'jobs') {
-    if (before && after && before.state !== after.state) {
-      activity('job', `BatchJob ${name}: ${before.state} → ${after.state}`, { name, from: before.state, to: after.state });
+    if (before && after && before.esiState !== after.esiState) {
+      activity('job', `BatchJob ${name}: ${before.esiState} → ${after.esiState}`,
+        { name, from: before.esiState, to: after.esiState });
     }
   } else if (kind === 'schedulings') {
     if (!before || !after) {
-      activity('scheduling', `Scheduling ${name} ${after ? 'appeared' : 'is gone'}`, { name, to: after?.state });
-    } else if (before.state !== after.state) {
-      activity('scheduling', `Scheduling ${name}: ${before.state} → ${after.state}`,
-        { name, from: before.state, to: after.state });
+      activity('scheduling', `Scheduling ${name} ${after ? 'appeared' : 'is gone'}`, { name, to: after?.esiState });
+    } else if (before.esiState !== after.esiState) {
+      activity('scheduling', `Scheduling ${name}: ${before.esiState} → ${after.esiState}`,
+        { name, from: before.esiState, to: after.esiState });
     }
   }
 }
@@ -470,14 +478,15 @@ function layout(testbed) {
 function slotCell(testbed, slot) {
   const job = slot.reservedFor;
   const noRoom = slot.noRoom ? ` · no room: ${slot.noRoom}` : '';
-  return h(`div.slot.${slot.state.toLowerCase()}`, {
+  const shown = slotState(slot);
+  return h(`div.slot.${shown.toLowerCase()}`, {
     testid: `slot-${testbed}-${slot.position}`,
-    data: { state: slot.state, job: job ?? '', pod: slot.podName ?? '', slot: slot.position, noRoom: slot.noRoom ?? '' },
-    title: `slot ${slot.position} · ${slot.state}${job ? ` · ${job}` : ''}${slot.podName ? ` · pod ${slot.podName}` : ''}${noRoom}`,
+    data: { state: shown, job: job ?? '', pod: slot.podName ?? '', slot: slot.position, noRoom: slot.noRoom ?? '' },
+    title: `slot ${slot.position} · ${shown}${job ? ` · ${job}` : ''}${slot.podName ? ` · pod ${slot.podName}` : ''}${noRoom}`,
   },
   h('span.slot-id', {}, `#${slot.position}`),
-  h('span.slot-state', {}, slot.state.toLowerCase()),
-  h('span.slot-job', { testid: `slot-job-${testbed}-${slot.position}` }, job ?? (slot.state === 'FREE' ? 'empty' : '—')),
+  h('span.slot-state', {}, shown),
+  h('span.slot-job', { testid: `slot-job-${testbed}-${slot.position}` }, job ?? (shown === 'Free' ? 'empty' : '—')),
   h('span.slot-pod', { testid: `slot-pod-${testbed}-${slot.position}` }, slot.podName ?? ''),
   h('span.slot-no-room', { testid: `slot-no-room-${testbed}-${slot.position}` }, slot.noRoom ? 'no room' : ''));
 }
@@ -491,20 +500,19 @@ function renderTestbeds() {
   }
   container.replaceChildren(...testbeds.map((testbed) => {
     const slots = slotsOf(testbed);
-    const count = (s) => slots.filter((slot) => slot.state === s).length;
+    const count = (s) => slots.filter((slot) => slotState(slot) === s).length;
     const nodes = layout(testbed);
     const grid = h('div.nodes', {});
     grid.style.setProperty('--columns', String(Math.max(nodes.length, 1)));
     grid.append(...nodes.map(({ node, id, slots: column }) => h('div.node', { testid: `node-${testbed.name}-${node}` },
       h('div.node-head', { title: node }, h('strong', {}, node), h('small', {}, ` node ${id}`)),
       column.map((slot) => slotCell(testbed.name, slot)))));
-    return h('article.testbed', { testid: `testbed-${testbed.name}`, data: { name: testbed.name, state: testbed.state } },
+    return h('article.testbed', { testid: `testbed-${testbed.name}`, data: { name: testbed.name, state: testbed.esiState } },
       h('header', {},
         h('h3', {}, testbed.name),
-        badge(testbed.state, `testbed-state-${testbed.name}`, testbed.conditions),
-        h('span.muted', {}, testbed.esiState),
+        badge(testbed.esiState, `testbed-state-${testbed.name}`, testbed.conditions),
         h('span.counts', { testid: `testbed-counts-${testbed.name}` },
-          `${count('FREE')} free · ${count('RESERVED')} reserved · ${count('OCCUPIED')} occupied`),
+          Object.values(ESI_STATE_NAMES.slot).map((s) => `${count(s)} ${s.toLowerCase()}`).join(' · ')),
         testbed.heldBy ? h('span.held', {}, 'held by ', h('strong', {}, testbed.heldBy)) : null),
       testbed.message ? h('p.message', {}, testbed.message) : null,
       nodes.length ? grid : h('p.empty', {}, 'No slots yet.'),
@@ -554,11 +562,11 @@ function renderJobs() {
       else state.expandedJobs.add(job.name);
       renderJobs();
     };
-    const row = h('tr.job', { testid: `job-row-${job.name}`, data: { name: job.name, state: job.state } },
+    const row = h('tr.job', { testid: `job-row-${job.name}`, data: { name: job.name, state: job.esiState } },
       h('td', {}, h('button.toggle', { type: 'button', testid: `job-toggle-${job.name}`, 'aria-expanded': String(open),
         title: open ? 'Hide runs' : 'Show runs', on: { click: toggle } }, open ? '▾' : '▸')),
       h('td', {}, h('strong', {}, job.name)),
-      h('td', {}, badge(job.state, `job-state-${job.name}`, job.conditions)),
+      h('td', {}, badge(job.esiState, `job-state-${job.name}`, job.conditions)),
       h('td', {}, String(runs.length)),
       h('td', {}, last ? [outcome(last), ' ', h('span.muted', {}, time(last.start))] : '—'),
       h('td.message', {}, job.message ?? ''));
@@ -585,13 +593,13 @@ function strategy(scheduling) {
 
 function progress(scheduling) {
   const entries = scheduling.jobStatus ?? [];
-  const done = entries.filter((entry) => entry.state === 'Completed').length;
+  const done = entries.filter((entry) => jobState(entry) === 'Completed').length;
   const bar = h('div.bar', { title: `${done} of ${entries.length} completed` }, h('div.fill', {}));
   bar.firstChild.style.setProperty('--done', String(entries.length ? done / entries.length : 0));
   const chips = [...entries]
-    .sort((a, b) => JOB_STATUS_ORDER.indexOf(a.state) - JOB_STATUS_ORDER.indexOf(b.state))
-    .map((entry) => h('span.chip', { testid: 'job-status', data: { job: entry.name, state: entry.state } },
-      entry.name, ' ', h('small', {}, entry.state)));
+    .sort((a, b) => JOB_STATE_ORDER.indexOf(jobState(a)) - JOB_STATE_ORDER.indexOf(jobState(b)))
+    .map((entry) => h('span.chip', { testid: 'job-status', data: { job: entry.name, state: jobState(entry) } },
+      entry.name, ' ', h('small', {}, jobState(entry))));
   return h('div.progress', { testid: `scheduling-progress-${scheduling.name}` },
     h('div.progress-line', {}, bar, h('small', {}, `${done}/${entries.length}`)), h('div.chips', {}, chips));
 }
@@ -613,11 +621,11 @@ function renderSchedulings() {
     return;
   }
   $('schedulings').replaceChildren(...schedulings.map((scheduling) => h('article.scheduling', {
-    testid: `scheduling-${scheduling.name}`, data: { name: scheduling.name, state: scheduling.state },
+    testid: `scheduling-${scheduling.name}`, data: { name: scheduling.name, state: scheduling.esiState },
   },
   h('header', {},
     h('h3', {}, scheduling.name),
-    badge(scheduling.state, `scheduling-state-${scheduling.name}`, scheduling.conditions),
+    badge(scheduling.esiState, `scheduling-state-${scheduling.name}`, scheduling.conditions),
     h('span.muted', {}, 'on ', h('strong', {}, scheduling.testBed)),
     h('span.spacer', {}),
     h('button', { type: 'button', testid: `scheduling-edit-${scheduling.name}`, title: 'Load into the builder to change it',
@@ -742,12 +750,12 @@ const builder = {
         }
         const chosen = entry.slots.has(slot.position);
         const other = elsewhere.get(slot.position);
-        grid.append(h(`button.cell.${slot.state.toLowerCase()}`, {
+        grid.append(h(`button.cell.${slotState(slot).toLowerCase()}`, {
           type: 'button',
           testid: `builder-slot-${index}-${slot.position}`,
           'aria-pressed': String(chosen),
           class: [chosen ? 'chosen' : '', other ? 'taken' : ''].filter(Boolean).join(' '),
-          title: `slot ${slot.position} on ${node.node} (now ${slot.state.toLowerCase()})${other ? `; also chosen for ${other}` : ''}`,
+          title: `slot ${slot.position} on ${node.node} (now ${slotState(slot).toLowerCase()})${other ? `; also chosen for ${other}` : ''}`,
           on: { click: () => this.toggle(index, slot.position) },
         }, String(slot.position)));
       }
@@ -778,7 +786,7 @@ const builder = {
     const body = this.body();
     try {
       const { status, data } = await api('schedulings', { method: 'POST', body });
-      flash('success', `Scheduling ${data.name} ${status === 201 ? 'created' : 'replaced'} (${data.state}).`);
+      flash('success', `Scheduling ${data.name} ${status === 201 ? 'created' : 'replaced'} (${data.esiState}).`);
       activity('scheduling', `submitted Scheduling ${data.name}`, { name: data.name });
     } catch (error) {
       flashError(`Scheduling ${body.name || '(no name)'} was not accepted`, error);

@@ -16,7 +16,8 @@ all its slots, because slot ids interleave across nodes)::
             print(entry.name, run.successful, run.stop - run.start if run.stop else None)
         esi.delete_scheduling("example")
 
-``AsyncEsiClient`` has the same methods as coroutines. Results are the wire models of ``esi.wire.rest``.
+``AsyncEsiClient`` has the same methods as coroutines. Results are the wire models of ``esi.wire.rest`` in
+esi's view: ``esi_state`` is a state in esi's words (as kubectl shows it), ``state`` the original's.
 The library reads no environment variables: URL, token and namespace are arguments (the CLI reads
 ``ESI_URL``, ``ESI_TOKEN`` and ``ESI_NAMESPACE``).
 
@@ -58,6 +59,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from esi.resources.scheduling import SchedulingState
 from esi.wire.rest import (
     ApiError,
     ExternalBatchJob,
@@ -528,11 +530,16 @@ class AsyncWatch(Generic[R]):
             yield cast(Event[R], _event(message))
 
 
+def _in(scheduling: ExternalScheduling, states: Sequence[str]) -> bool:
+    """Whether the Scheduling is in one of ``states``, named in esi's words (``esiState``) or the original's."""
+    return scheduling.esi_state in states or scheduling.state in states
+
+
 def _reached(event: Event[ExternalScheduling], name: str, states: Sequence[str]) -> ExternalScheduling | None:
     """The Scheduling if ``event`` shows it in one of ``states``; raises if it was deleted."""
     if event.action == "DELETED":
         raise ResourceDeleted("schedulings", name)
-    if event.resource is not None and event.resource.state in states:
+    if event.resource is not None and _in(event.resource, states):
         return event.resource
     return None
 
@@ -647,28 +654,30 @@ class EsiClient(_Base):
         return self._send(_Call("DELETE", _external("schedulings", name), _SCHEDULING))
 
     def wait_for_scheduling(
-        self, name: str, states: Sequence[str] = ("CompletedState",), timeout: float = DEFAULT_WAIT
+        self, name: str, states: Sequence[str] = (SchedulingState.COMPLETED,), timeout: float = DEFAULT_WAIT
     ) -> ExternalScheduling:
-        """Block until the Scheduling's ``state`` is one of ``states``; return it as it then is.
+        """Block until the Scheduling is in one of ``states``; return it as it then is.
 
+        ``states`` are esi's names (``Pending``, ``Running``, ``Completed``, ``Failed``: ``esi_state``, as
+        kubectl shows them) or the original's (``state``: ``CompletedState`` …), which its schedulers wait for.
         Raises ``ResourceDeleted`` if it is deleted meanwhile and ``WaitTimeout`` after ``timeout`` seconds.
-        Add ``"FailedState"`` to ``states`` to stop waiting on a Scheduling that cannot proceed.
+        Add ``"Failed"`` to ``states`` to stop waiting on a Scheduling that cannot proceed.
         """
         deadline = time.monotonic() + timeout
         last: str | None = None
         # Subscribe before reading, so a change between the read and the subscription is not missed.
         with self.watch("schedulings", name) as events:
             current = self.scheduling(name)
-            if current.state in states:
+            if _in(current, states):
                 return current
-            last = current.state
+            last = current.esi_state
             while (remaining := deadline - time.monotonic()) > 0:
                 event = events.next(remaining)
                 if event is None:
                     break
                 if (reached := _reached(event, name, states)) is not None:
                     return reached
-                last = event.resource.state if event.resource is not None else last
+                last = event.resource.esi_state if event.resource is not None else last
         raise WaitTimeout(name, states, timeout, last)
 
     @contextmanager
@@ -784,19 +793,19 @@ class AsyncEsiClient(_Base):
         return await self._send(_Call("DELETE", _external("schedulings", name), _SCHEDULING))
 
     async def wait_for_scheduling(
-        self, name: str, states: Sequence[str] = ("CompletedState",), timeout: float = DEFAULT_WAIT
+        self, name: str, states: Sequence[str] = (SchedulingState.COMPLETED,), timeout: float = DEFAULT_WAIT
     ) -> ExternalScheduling:
         last: str | None = None
         try:
             async with asyncio.timeout(timeout), self.watch("schedulings", name) as events:
                 current = await self.scheduling(name)
-                if current.state in states:
+                if _in(current, states):
                     return current
-                last = current.state
+                last = current.esi_state
                 async for event in events:
                     if (reached := _reached(event, name, states)) is not None:
                         return reached
-                    last = event.resource.state if event.resource is not None else last
+                    last = event.resource.esi_state if event.resource is not None else last
                 raise EsiConnectionError(self.url, "the server closed the STOMP connection")
         except TimeoutError as err:
             raise WaitTimeout(name, states, timeout, last) from err

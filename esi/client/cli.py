@@ -1,9 +1,10 @@
 """The ``esi`` command: look at Testbeds, BatchJobs and Schedulings, submit and delete Schedulings, watch live.
 
 Everything goes through ``esi.client``: ``--url`` (``ESI_URL``) names the API, ``--token`` (``ESI_TOKEN``)
-the bearer token, ``--namespace`` (``ESI_NAMESPACE``) the namespace; ``-o json|yaml`` prints what the API
-returned instead of tables. Exit codes: 0 done, 1 the API refused or could not be reached (the reason is on
-stderr), 2 the command line was wrong.
+the bearer token, ``--namespace`` (``ESI_NAMESPACE``) the namespace. Tables name states as kubectl does, in
+esi's words (``Ready``, ``Queued``, ``Succeeded``); ``-o json|yaml`` prints what the API returned (esi's view:
+``esiState`` beside the original's ``state``) instead. Exit codes: 0 done, 1 the API refused or could not be
+reached (the reason is on stderr), 2 the command line was wrong.
 
 Tests pass a ``Connector`` as the typer context object (``CliRunner().invoke(app, args, obj=...)``) to put
 an ``httpx.MockTransport`` and a fake STOMP subscriber where the network would be.
@@ -43,8 +44,10 @@ from esi.client.api_client import (
     Unauthorized,
     topic,
 )
+from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import Condition, ConditionStatus
-from esi.resources.scheduling import Scheduling
+from esi.resources.scheduling import JobState, Scheduling, SchedulingState
+from esi.resources.testbed import SlotState, TestbedState
 from esi.wire.rest import (
     ExternalBatchJob,
     ExternalScheduledEvent,
@@ -65,32 +68,38 @@ DEFAULT_URL = "http://127.0.0.1:8082"
 # Slots without room listed under a Testbed's grid, each with why; the rest are counted.
 _SHOWN_SLOTS = 10
 # One colour per meaning, whichever resource the state belongs to: green settled/free, yellow waiting or
-# held, cyan working, red failed or in use by an executor (slots), dim on the way out or not known yet.
-_STATE_STYLES = {
-    "SUCCESS": "green",
-    "RUNNING": "cyan",
-    "INITIAL": "dim",
-    "ERROR": "red",
-    "FREE": "green",
-    "RESERVED": "yellow",
-    "OCCUPIED": "red",
-    "ReadyState": "green",
-    "InQueueState": "yellow",
-    "SubmittedState": "yellow",
-    "ScheduledState": "cyan",
-    "RunningState": "cyan",
-    "CompletedState": "green",
-    "FailedSubmissionState": "red",
-    "FailedState": "red",
-    "PendingDeletion": "dim",
-    "AcquireState": "yellow",
-    "SubmissionState": "cyan",
-    "AwaitingCompletionState": "cyan",
-    "Acquiring": "yellow",
-    "InQueue": "yellow",
-    "Submitted": "yellow",
-    "Scheduled": "cyan",
-    "Completed": "green",
+# held, cyan working, red failed or in use by an executor (slots), dim on the way out. States are esi's, as
+# kubectl shows them (a slot's and a job entry's as esi.wire.rest.ESI_STATE_NAMES names them).
+_STATE_COLOURS: dict[str, tuple[str, ...]] = {
+    "green": (
+        TestbedState.READY,
+        SlotState.FREE,
+        BatchJobState.READY,
+        BatchJobState.SUCCEEDED,
+        SchedulingState.COMPLETED,
+        JobState.SUCCEEDED,
+    ),
+    "yellow": (
+        TestbedState.PENDING,
+        SlotState.RESERVED,
+        BatchJobState.QUEUED,
+        BatchJobState.SUBMITTED,
+        SchedulingState.PENDING,
+        JobState.WAITING,
+        JobState.RESERVED,
+        JobState.SUBMITTED,
+    ),
+    "cyan": (
+        TestbedState.IN_USE,
+        BatchJobState.SCHEDULED,
+        BatchJobState.RUNNING,
+        SchedulingState.RUNNING,
+        JobState.RUNNING,
+    ),
+    "red": (TestbedState.DEGRADED, SlotState.OCCUPIED, BatchJobState.FAILED, SchedulingState.FAILED, JobState.FAILED),
+    "dim": (BatchJobState.RELEASING,),
+}
+_STATE_STYLES = {str(state): colour for colour, states in _STATE_COLOURS.items() for state in states} | {
     "ADDED": "green",
     "MODIFIED": "cyan",
     "DELETED": "red",
@@ -298,17 +307,17 @@ def _slots(testbed: ExternalTestbed) -> list[ExternalSlot]:
     return [slot for node in testbed.slots_by_node.values() for slot in node]
 
 
-def _count(testbed: ExternalTestbed, state: str) -> int:
-    return sum(slot.state == state for slot in _slots(testbed))
+def _count(testbed: ExternalTestbed, state: SlotState) -> int:
+    return sum(slot.esi_state == state for slot in _slots(testbed))
 
 
 def _testbeds_table(testbeds: Sequence[ExternalTestbed]) -> Table:
     table = _table("NAME", "STATE", "NODES", "SLOTS/NODE", "FREE", "RESERVED", "OCCUPIED", "HELD BY")
     for t in testbeds:
-        counts = [str(_count(t, state)) for state in ("FREE", "RESERVED", "OCCUPIED")]
+        counts = [str(_count(t, state)) for state in SlotState]
         table.add_row(
             t.name,
-            _state(t.state),
+            _state(t.esi_state),
             str(t.number_of_nodes),
             str(t.number_of_slots_per_node),
             *counts,
@@ -320,7 +329,7 @@ def _testbeds_table(testbeds: Sequence[ExternalTestbed]) -> Table:
 def _slot_cell(slot: ExternalSlot | None) -> Text:
     if slot is None:
         return Text("")
-    cell = Text.assemble((f"#{slot.position} ", "bold"), (slot.state, _STATE_STYLES.get(slot.state, "")))
+    cell = Text.assemble((f"#{slot.position} ", "bold"), _state(slot.esi_state))
     if slot.reserved_for:
         cell.append(f"\n{slot.reserved_for}")
     if slot.pod_name:
@@ -354,8 +363,8 @@ def _testbed_detail(testbed: ExternalTestbed) -> RenderableType:
         ("Testbed ", "bold"),
         (testbed.name, "bold"),
         f" in {testbed.namespace}: ",
-        _state(testbed.state),
-        f" ({testbed.esi_state}), {testbed.number_of_nodes} nodes x {testbed.number_of_slots_per_node} slots",
+        _state(testbed.esi_state),
+        f", {testbed.number_of_nodes} nodes x {testbed.number_of_slots_per_node} slots",
         f", held by {testbed.held_by}" if testbed.held_by else "",
     )
     parts: list[RenderableType] = [head]
@@ -382,7 +391,7 @@ def _jobs_table(jobs: Iterable[ExternalBatchJob]) -> Table:
         last = _last_run(job)
         table.add_row(
             job.name,
-            _state(job.state),
+            _state(job.esi_state),
             str(len(job.scheduled_events)),
             _outcome(last) if last else Text("-"),
             _duration(last.start, last.stop) if last else "-",
@@ -431,9 +440,7 @@ def _external_scheduler_table(job: ExternalBatchJob) -> Table:
 
 
 def _job_detail(job: ExternalBatchJob) -> RenderableType:
-    head = Text.assemble(
-        ("BatchJob ", "bold"), (job.name, "bold"), f" in {job.namespace}: ", _state(job.state), f" ({job.esi_state})"
-    )
+    head = Text.assemble(("BatchJob ", "bold"), (job.name, "bold"), f" in {job.namespace}: ", _state(job.esi_state))
     parts: list[RenderableType] = [head]
     if job.message:
         parts.append(Text(job.message, style="dim"))
@@ -469,7 +476,7 @@ def _planned(scheduling: ExternalScheduling) -> dict[str, str]:
 def _schedulings_table(schedulings: Iterable[ExternalScheduling]) -> Table:
     table = _table("NAME", "STATE", "TESTBED", "STRATEGY", "DONE", "WAITING FOR")
     for s in schedulings:
-        table.add_row(s.name, _state(s.state), s.test_bed, _strategy(s), _progress(s), _or_dash(s.waiting_for))
+        table.add_row(s.name, _state(s.esi_state), s.test_bed, _strategy(s), _progress(s), _or_dash(s.waiting_for))
     return table
 
 
@@ -478,10 +485,10 @@ def _scheduling_detail(scheduling: ExternalScheduling) -> RenderableType:
         ("Scheduling ", "bold"),
         (scheduling.name, "bold"),
         f" in {scheduling.namespace}: " if scheduling.namespace else ": ",
-        _state(scheduling.state),
-        f" ({scheduling.esi_state}) on Testbed {scheduling.test_bed}, {_strategy(scheduling)}",
+        _state(scheduling.esi_state),
+        f" on Testbed {scheduling.test_bed}, {_strategy(scheduling)}",
     )
-    states = {entry.name: entry.state for entry in scheduling.job_status}
+    states = {entry.name: entry.esi_state for entry in scheduling.job_status}
     table = _table("JOB", "STATE", "GETS")
     for name, gets in _planned(scheduling).items():
         table.add_row(name, _state(states.get(name)), gets)
@@ -505,8 +512,8 @@ def _warnings(conditions: Iterable[Condition]) -> list[RenderableType]:
 
 
 def _overview(view: Overview) -> RenderableType:
-    in_use = sum(t.state == "RUNNING" for t in view.testbeds)
-    running = sum(s.state not in {"CompletedState", "FailedState"} for s in view.schedulings)
+    in_use = sum(t.esi_state == TestbedState.IN_USE for t in view.testbeds)
+    running = sum(s.esi_state not in {SchedulingState.COMPLETED, SchedulingState.FAILED} for s in view.schedulings)
     head = Text(
         f"namespace {view.namespace}: {len(view.testbeds)} Testbeds ({in_use} in use), {len(view.jobs)} BatchJobs, "
         f"{len(view.schedulings)} Schedulings ({running} unfinished)",
@@ -515,14 +522,14 @@ def _overview(view: Overview) -> RenderableType:
     testbeds = _table("NAME", "STATE", "NODES", "SLOTS", "FREE", "RESERVED", "OCCUPIED", "HELD BY", title="Testbeds")
     for t in view.testbeds:
         counts = (t.nodes, t.slots, t.free, t.reserved, t.occupied)
-        testbeds.add_row(t.name, _state(t.state), *map(str, counts), _or_dash(t.held_by))
+        testbeds.add_row(t.name, _state(t.esi_state), *map(str, counts), _or_dash(t.held_by))
     jobs = _table("NAME", "STATE", "HELD BY", "RUNS", "LAST RUN", title="BatchJobs")
     for j in view.jobs:
         last = {True: Text("succeeded", "green"), False: Text("failed", "red"), None: Text("-")}[j.last_run_successful]
-        jobs.add_row(j.name, _state(j.state), _or_dash(j.held_by), str(j.runs), last)
+        jobs.add_row(j.name, _state(j.esi_state), _or_dash(j.held_by), str(j.runs), last)
     schedulings = _table("NAME", "STATE", "TESTBED", "DONE", "WAITING FOR", title="Schedulings")
     for s in view.schedulings:
-        schedulings.add_row(s.name, _state(s.state), s.test_bed, _or_dash(s.progress), _or_dash(s.waiting_for))
+        schedulings.add_row(s.name, _state(s.esi_state), s.test_bed, _or_dash(s.progress), _or_dash(s.waiting_for))
     return Group(
         head, _or_none(testbeds, "Testbeds"), _or_none(jobs, "BatchJobs"), _or_none(schedulings, "Schedulings")
     )
@@ -682,7 +689,7 @@ def delete(
     session = _session(ctx, namespace, output)
     with session.client() as client:
         gone = client.delete_scheduling(name)
-    _emit(session, gone, lambda: Text(f"Scheduling {name} deleted; it was {gone.state}", style="green"))
+    _emit(session, gone, lambda: Text(f"Scheduling {name} deleted; it was {gone.esi_state}", style="green"))
 
 
 _EXTERNAL_SCHEDULER = TypeAdapter(dict[str, list[dict[str, str]]])
@@ -715,15 +722,15 @@ def set_external_scheduler(
 def _summary(event: Event[Any]) -> Text:
     resource = event.resource
     if isinstance(resource, ExternalTestbed):
-        counts = ", ".join(f"{_count(resource, s)} {s.lower()}" for s in ("FREE", "RESERVED", "OCCUPIED"))
+        counts = ", ".join(f"{_count(resource, s)} {s.lower()}" for s in SlotState)
         held = f", held by {resource.held_by}" if resource.held_by else ""
-        return Text.assemble(_state(resource.state), f" {counts}{held}")
+        return Text.assemble(_state(resource.esi_state), f" {counts}{held}")
     if isinstance(resource, ExternalBatchJob):
         waiting = f", waiting for {resource.waiting_for}" if resource.waiting_for else ""
-        return Text.assemble(_state(resource.state), f" {len(resource.scheduled_events)} runs{waiting}")
+        return Text.assemble(_state(resource.esi_state), f" {len(resource.scheduled_events)} runs{waiting}")
     if isinstance(resource, ExternalScheduling):
         waiting = f", waiting for {resource.waiting_for}" if resource.waiting_for else ""
-        return Text.assemble(_state(resource.state), f" {_progress(resource)} done{waiting}")
+        return Text.assemble(_state(resource.esi_state), f" {_progress(resource)} done{waiting}")
     return Text("")
 
 

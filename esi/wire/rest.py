@@ -7,7 +7,8 @@ BatchJob states ``ReadyState`` … ``CompletedState``, Scheduling states ``Acqui
 original's fields exactly (``Original*``, the default on the wire), and esi's, which adds esi's own words
 (``namespace``, ``esiState``, ``waitingFor``, ``message``, …) for the clients that ask
 (docs/compatibility.md#views, #state-names). ``External*`` is esi's view; the original's is the same object
-written with fewer fields (``view_json``).
+written with fewer fields (``view_json``). People read esi's names (``esiState``; a slot's and a job entry's
+``esi_state``, from ``ESI_STATE_NAMES``), as kubectl shows them; the original's stay on the wire.
 
 A Testbed without slots yet is an empty ``slotsByNode`` (docs/compatibility.md#rest-api); a run that
 failed is ``successful: false`` and a job whose last run failed is ``FailedSubmissionState``. Pure: models
@@ -29,6 +30,7 @@ from esi.resources.scheduling import JobState, Scheduling, SchedulingState, Sche
 from esi.resources.testbed import Slot, SlotState, Testbed, TestbedState
 
 __all__ = [
+    "ESI_STATE_NAMES",
     "ApiError",
     "ExternalBatchJob",
     "ExternalScheduledEvent",
@@ -84,6 +86,30 @@ _JOB_STATES = {
     JobState.SUCCEEDED: "Completed",
     JobState.FAILED: "Completed",
 }
+# A waiting job's name: InQueue once its Scheduling holds the Testbed and its jobs, Acquiring before.
+_WAITING_HELD, _WAITING_ACQUIRING = "InQueue", "Acquiring"
+
+
+def _esi_names(states: Iterable[tuple[StrEnum, str]]) -> dict[str, str]:
+    """esi's name for each of the original's names: the esi state written so. Where several are (a job's
+    ``Submitted`` is esi's Reserved or Submitted, its ``Completed`` Succeeded or Failed), the wire does not say
+    which, and the name is kept: it is esi's word too (``Submitted``; ``Completed``, as esi calls a Scheduling
+    whose jobs have all run)."""
+    shared: dict[str, set[str]] = {}
+    for state, wire in states:
+        shared.setdefault(wire, set()).add(state.value)
+    return {wire: next(iter(names)) if len(names) == 1 else wire for wire, names in shared.items()}
+
+
+# What people are shown for the states a slot and a job entry have only in the original's names (Testbeds,
+# BatchJobs and Schedulings carry esi's own in ``esiState``), each in the order of a slot's or job's life: the
+# CLI, the UI (``/ui/states.js``) and ``esi_state`` of ``OriginalSlot`` and ``JobStatusEntry`` read them here.
+ESI_STATE_NAMES: Final[Mapping[Literal["slot", "job"], Mapping[str, str]]] = {
+    "slot": _esi_names(_SLOT_STATES.items()),
+    "job": _esi_names(
+        [(JobState.WAITING, _WAITING_ACQUIRING), (JobState.WAITING, _WAITING_HELD), *_JOB_STATES.items()]
+    ),
+}
 
 
 class View(StrEnum):
@@ -118,6 +144,11 @@ class OriginalSlot(_Wire):
     slot_position_on_node: int
     position: int
     reserved_for: str | None = Field(default=None, description="The job the slot is reserved for or used by.")
+
+    @property
+    def esi_state(self) -> str:
+        """The slot's state in esi's words (``Free``, ``Reserved``, ``Occupied``)."""
+        return ESI_STATE_NAMES["slot"].get(self.state, self.state)
 
 
 class ExternalSlot(OriginalSlot):
@@ -187,6 +218,11 @@ class ExternalBatchJob(OriginalBatchJob):
 class JobStatusEntry(_Wire):
     name: str
     state: str
+
+    @property
+    def esi_state(self) -> str:
+        """The job's state in esi's words (``Waiting``, ``Submitted``, ``Running``, ``Completed``)."""
+        return ESI_STATE_NAMES["job"].get(self.state, self.state)
 
 
 class ExternalSlotsJob(EsiModel):
@@ -378,7 +414,7 @@ def external_scheduling(scheduling: Scheduling) -> ExternalScheduling:
     job_status = [
         JobStatusEntry(
             name=p.name,
-            state=_JOB_STATES.get(p.state, "InQueue" if holding else "Acquiring"),
+            state=_JOB_STATES.get(p.state, _WAITING_HELD if holding else _WAITING_ACQUIRING),
         )
         for p in (status.jobs if status is not None else [])
     ]

@@ -165,10 +165,10 @@ def check_slots_were_used_as_built(page: Page) -> None:
     changes = slot_changes(page)
     for slot in ("0", "1"):
         seen = [c for c in changes if c["slot"] == slot]
-        assert {"RESERVED", "OCCUPIED"} & {c["to"] for c in seen}, f"slot {slot} never drawn in use: {changes}"
-        assert all(c["job"] == JOB for c in seen if c["to"] != "FREE"), changes
-        assert any(c["to"] == "OCCUPIED" and c.get("pod") for c in seen), f"no executor in slot {slot}: {changes}"
-        assert seen[-1]["to"] == "FREE", changes
+        assert {"Reserved", "Occupied"} & {c["to"] for c in seen}, f"slot {slot} never drawn in use: {changes}"
+        assert all(c["job"] == JOB for c in seen if c["to"] != "Free"), changes
+        assert any(c["to"] == "Occupied" and c.get("pod") for c in seen), f"no executor in slot {slot}: {changes}"
+        assert seen[-1]["to"] == "Free", changes
     assert not [c for c in changes if c["slot"] in ("2", "3")], f"slots not chosen were used: {changes}"
 
 
@@ -201,10 +201,10 @@ def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
 
         # The Testbed: two node columns of two free slots, the ids interleaved across the nodes.
         testbed = page.get_by_test_id("testbed-tb")
-        free = testbed.locator("[data-testid^='slot-tb-'][data-state=FREE]")
+        free = testbed.locator("[data-testid^='slot-tb-'][data-state=Free]")
         expect(free).to_have_count(4, timeout=QUICK)
         expect(testbed.locator("[data-testid^='node-tb-']")).to_have_count(2)
-        expect(page.get_by_test_id("testbed-state-tb")).to_have_text("SUCCESS")
+        expect(page.get_by_test_id("testbed-state-tb")).to_have_text("Ready")
         assert columns(testbed.locator("[data-testid^='slot-tb-']")) == [["0", "2"], ["1", "3"]]
 
         build_slot_scheduling(page)
@@ -217,12 +217,13 @@ def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
         ]
 
         # It runs, and the page, told over STOMP, draws the slots filling and emptying.
-        occupied = page.locator("[data-testid=activity-entry][data-kind=slot][data-to=OCCUPIED]")
+        occupied = page.locator("[data-testid=activity-entry][data-kind=slot][data-to=Occupied]")
         expect(occupied).not_to_have_count(0, timeout=SLOW)
         page.screenshot(path=tmp_path / "running.png", full_page=True)
-        expect(page.get_by_test_id("scheduling-state-pinned")).to_have_text("CompletedState", timeout=SLOW)
+        expect(page.get_by_test_id("scheduling-state-pinned")).to_have_text("Completed", timeout=SLOW)
         progress = page.get_by_test_id("scheduling-progress-pinned").get_by_test_id("job-status")
         expect(progress).to_have_attribute("data-state", "Completed")
+        expect(page.get_by_test_id(f"job-state-{JOB}")).to_have_text("Succeeded", timeout=QUICK)
         expect(free).to_have_count(4, timeout=SLOW)
         check_slots_were_used_as_built(page)
         check_run_history(page)
@@ -275,7 +276,7 @@ def test_a_queue_built_in_the_ui_runs_its_jobs_in_order(
             {"name": JOB},
             {"name": OTHER_JOB},
         ]
-        expect(page.get_by_test_id("scheduling-state-queued")).to_have_text("CompletedState", timeout=SLOW)
+        expect(page.get_by_test_id("scheduling-state-queued")).to_have_text("Completed", timeout=SLOW)
         progress = page.get_by_test_id("scheduling-progress-queued").get_by_test_id("job-status")
         expect(progress).to_have_count(2)
         for status in progress.all():

@@ -78,7 +78,7 @@ def test_an_unknown_option_is_a_usage_error() -> None:
 
 
 def test_the_slot_grid_has_a_column_per_node_and_shows_the_interleaved_ids_row_by_row() -> None:
-    testbed = wire_testbed(nodes=3, per_node=2, state="RUNNING", heldBy="s1")
+    testbed = wire_testbed(nodes=3, per_node=2, state="RUNNING", esiState="InUse", heldBy="s1")
     # The API's map is ordered by node name; node ids decide the columns.
     testbed["slotsByNode"] = {
         "zeta": [wire_slot(0, 0, 0), wire_slot(3, 0, 1)],
@@ -94,14 +94,15 @@ def test_the_slot_grid_has_a_column_per_node_and_shows_the_interleaved_ids_row_b
     assert header.index("zeta (id 0)") < header.index("alpha (id 1)") < header.index("mid (id 2)")
     (first_row,) = lines_with(result.stdout, "#0 ")
     (second_row,) = lines_with(result.stdout, "#3 ")
-    assert first_row.index("#0 FREE") < first_row.index("#1 OCCUPIED") < first_row.index("#2 FREE")
-    assert second_row.index("#3 FREE") < second_row.index("#4 RESERVED") < second_row.index("#5 FREE")
+    assert first_row.index("#0 Free") < first_row.index("#1 Occupied") < first_row.index("#2 Free")
+    assert second_row.index("#3 Free") < second_row.index("#4 Reserved") < second_row.index("#5 Free")
     lines = result.stdout.splitlines()
     assert lines.index(first_row) < lines.index(second_row)
     # the job in a slot is shown under the slot's id, in its node's column
     job_line = lines_with(result.stdout, "wordcount")[0]
     assert job_line.index("wordcount") == first_row.index("#1") == header.index("alpha")
-    assert "RUNNING" in result.stdout
+    assert "InUse" in result.stdout
+    assert not {"RUNNING", "FREE", "OCCUPIED", "RESERVED"} & set(result.stdout.split()), "esi's names, not the wire's"
     assert "held by s1" in result.stdout
 
 
@@ -184,7 +185,7 @@ def test_the_overview_counts_and_lists_each_kind() -> None:
 
     assert result.exit_code == 0, result.output
     assert "namespace team: 1 Testbeds (0 in use), 1 BatchJobs, 1 Schedulings (1 unfinished)" in result.stdout
-    assert lines_with(result.stdout, "s1", "AcquireState", "the Testbed")
+    assert lines_with(result.stdout, "s1", "Pending", "the Testbed")
 
 
 def test_an_empty_namespace_says_there_is_nothing_instead_of_empty_tables() -> None:
@@ -255,6 +256,7 @@ def test_a_job_says_what_holds_it_up_and_a_record_that_lacks_its_nodes_says_unkn
 def test_a_schedulings_jobs_show_their_state_and_what_they_get() -> None:
     scheduling = wire_scheduling(
         state="SubmissionState",
+        esiState="Running",
         queue=["wordcount", "pagerank", "wordcount"],
         jobStatus=[{"name": "wordcount", "state": "Scheduled"}],
         waitingFor="slots for pagerank",
@@ -263,7 +265,8 @@ def test_a_schedulings_jobs_show_their_state_and_what_they_get() -> None:
 
     result = run(api, "schedulings", "s1")
 
-    assert lines_with(result.stdout, "wordcount", "Scheduled", "2 executor(s)")
+    assert lines_with(result.stdout, "Scheduling s1 in team: Running on Testbed tb")
+    assert lines_with(result.stdout, "wordcount", "Running", "2 executor(s)")
     assert lines_with(result.stdout, "pagerank", "-", "1 executor(s)")
     assert "waiting for: slots for pagerank" in result.stdout
     assert "deadlocked" not in result.stdout
@@ -415,12 +418,14 @@ def test_a_missing_token_is_hinted_at() -> None:
 
 
 def test_delete_names_the_scheduling_and_its_last_state() -> None:
-    api = FakeApi().answer("DELETE", f"{SCHEDULINGS}/s1", body=wire_scheduling(state="CompletedState"))
+    api = FakeApi().answer(
+        "DELETE", f"{SCHEDULINGS}/s1", body=wire_scheduling(state="CompletedState", esiState="Completed")
+    )
 
     result = run(api, "delete", "s1")
 
     assert result.exit_code == 0, result.output
-    assert "Scheduling s1 deleted; it was CompletedState" in result.stdout
+    assert "Scheduling s1 deleted; it was Completed" in result.stdout
 
 
 def test_set_external_scheduler_puts_the_files_data(tmp_path: Path) -> None:
@@ -457,8 +462,12 @@ def watched(*events: tuple[str, str, Any]) -> list[Any]:
 def test_watch_prints_a_line_per_event_and_ctrl_c_ends_it_cleanly() -> None:
     stomp = FakeStomp(
         watched(
-            ("/topic/schedulings/s1", "MODIFIED", wire_scheduling(state="SubmissionState", waitingFor="slots")),
-            ("/topic/schedulings/s1", "MODIFIED", wire_scheduling(state="CompletedState")),
+            (
+                "/topic/schedulings/s1",
+                "MODIFIED",
+                wire_scheduling(state="SubmissionState", esiState="Running", waitingFor="slots"),
+            ),
+            ("/topic/schedulings/s1", "MODIFIED", wire_scheduling(state="CompletedState", esiState="Completed")),
         ),
         then=KeyboardInterrupt(),
     )
@@ -468,8 +477,8 @@ def test_watch_prints_a_line_per_event_and_ctrl_c_ends_it_cleanly() -> None:
     assert result.exit_code == 0, result.output
     first, second = result.stdout.splitlines()
     assert "MODIFIED" in first
-    assert "scheduling/s1 SubmissionState 0/2 done, waiting for slots" in first
-    assert "scheduling/s1 CompletedState" in second
+    assert "scheduling/s1 Running 0/2 done, waiting for slots" in first
+    assert "scheduling/s1 Completed" in second
     assert stomp.subscriptions[0]["destinations"] == ["/topic/schedulings/s1"]
     assert stomp.subscriptions[0]["namespace"] == "team"
 
@@ -484,15 +493,17 @@ def test_watch_without_a_kind_follows_every_kind_and_reads_each_object_named() -
         ),
         then=KeyboardInterrupt(),
     )
-    api = FakeApi().answer("GET", "/external/jobs/wordcount", body=wire_job(state="RunningState"))
-    api.answer("GET", "/external/schedulings/s1", body=wire_scheduling(state="AwaitingCompletionState"))
+    api = FakeApi().answer("GET", "/external/jobs/wordcount", body=wire_job(state="RunningState", esiState="Running"))
+    api.answer(
+        "GET", "/external/schedulings/s1", body=wire_scheduling(state="AwaitingCompletionState", esiState="Running")
+    )
 
     result = run(api, "-n", "team", "watch", stomp=stomp)
 
     assert result.exit_code == 0, result.output
     assert stomp.subscriptions[0]["destinations"] == ["/topic/testbeds", "/topic/jobs", "/topic/schedulings"]
-    assert lines_with(result.stdout, "ADDED", "job/wordcount RunningState 0 runs")
-    assert lines_with(result.stdout, "MODIFIED", "scheduling/s1 AwaitingCompletionState 0/2 done")
+    assert lines_with(result.stdout, "ADDED", "job/wordcount Running 0 runs")
+    assert lines_with(result.stdout, "MODIFIED", "scheduling/s1 Running 0/2 done")
     (gone,) = lines_with(result.stdout, "MODIFIED", "scheduling/gone")
     assert gone.rstrip().endswith("scheduling/gone"), "deleted meanwhile (404): the line names it only"
     assert lines_with(result.stdout, "DELETED", "job/pagerank")

@@ -276,12 +276,13 @@ SCHEDULING_TOPIC = "/topic/schedulings/s1"
 
 
 def test_wait_returns_at_once_when_the_scheduling_is_already_there_subscribed_with_token_and_namespace() -> None:
-    api = FakeApi().answer("GET", "/external/schedulings/s1", body=wire_scheduling(state="CompletedState"))
+    done_body = wire_scheduling(state="CompletedState", esiState="Completed")
+    api = FakeApi().answer("GET", "/external/schedulings/s1", body=done_body)
     stomp = FakeStomp()
     with client(api, stomp) as esi:
         done = esi.wait_for_scheduling("s1")
 
-    assert done.state == "CompletedState"
+    assert done.esi_state == "Completed"
     assert stomp.subscriptions == [
         {
             "url": URL,
@@ -297,22 +298,26 @@ def test_wait_follows_the_objects_topic_until_a_wanted_state() -> None:
     api = FakeApi().answer("GET", "/external/schedulings/s1", body=wire_scheduling())
     stomp = FakeStomp(
         [
-            message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="SubmissionState")),
-            message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="CompletedState", waitingFor=None)),
-            message(SCHEDULING_TOPIC, "DELETED", wire_scheduling(state="CompletedState")),
+            message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="SubmissionState", esiState="Running")),
+            message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="CompletedState", esiState="Completed")),
+            message(SCHEDULING_TOPIC, "DELETED", wire_scheduling(state="CompletedState", esiState="Completed")),
         ]
     )
     with client(api, stomp) as esi:
         done = esi.wait_for_scheduling("s1")
 
-    assert done.state == "CompletedState"
+    assert done.esi_state == "Completed"
 
 
-def test_wait_for_any_of_several_states() -> None:
+@pytest.mark.parametrize(
+    "states", [("Completed", "Failed"), ("CompletedState", "FailedState")], ids=["esi's names", "the original's"]
+)
+def test_wait_for_any_of_several_states_named_in_either_vocabulary(states: tuple[str, str]) -> None:
     api = FakeApi().answer("GET", "/external/schedulings/s1", body=wire_scheduling())
-    stomp = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="FailedState"))])
+    failed = wire_scheduling(state="FailedState", esiState="Failed")
+    stomp = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", failed)])
     with client(api, stomp) as esi:
-        assert esi.wait_for_scheduling("s1", states=("CompletedState", "FailedState")).state == "FailedState"
+        assert esi.wait_for_scheduling("s1", states=states).esi_state == "Failed"
 
 
 def test_wait_raises_when_the_scheduling_is_deleted() -> None:
@@ -324,13 +329,14 @@ def test_wait_raises_when_the_scheduling_is_deleted() -> None:
 
 def test_wait_gives_up_after_the_timeout_saying_what_it_last_saw() -> None:
     api = FakeApi().answer("GET", "/external/schedulings/s1", body=wire_scheduling())
-    stomp = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="SubmissionState"))])
+    running = wire_scheduling(state="SubmissionState", esiState="Running")
+    stomp = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", running)])
     with client(api, stomp) as esi, pytest.raises(WaitTimeout) as raised:
         esi.wait_for_scheduling("s1", timeout=5)
 
     assert isinstance(raised.value, TimeoutError)
-    assert raised.value.last == "SubmissionState"
-    assert "did not reach CompletedState within 5s" in str(raised.value)
+    assert raised.value.last == "Running"
+    assert "did not reach Completed within 5s (last seen: Running)" in str(raised.value)
 
 
 def test_a_missing_scheduling_is_not_waited_for() -> None:
@@ -467,12 +473,13 @@ def test_the_async_client_writes_jobs_and_deletes_schedulings() -> None:
 
 def test_the_async_wait_follows_the_topic_and_raises_on_deletion() -> None:
     api = FakeApi().answer("GET", "/external/schedulings/s1", body=wire_scheduling())
-    completes = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", wire_scheduling(state="CompletedState"))])
+    done = wire_scheduling(state="CompletedState", esiState="Completed")
+    completes = FakeStomp([message(SCHEDULING_TOPIC, "MODIFIED", done)])
     deleted = FakeStomp([message(SCHEDULING_TOPIC, "DELETED", wire_scheduling())])
 
     async def scenario() -> None:
         async with async_client(api, completes) as esi:
-            assert (await esi.wait_for_scheduling("s1", timeout=30)).state == "CompletedState"
+            assert (await esi.wait_for_scheduling("s1", timeout=30)).esi_state == "Completed"
         async with async_client(api, deleted) as esi:
             with pytest.raises(ResourceDeleted):
                 await esi.wait_for_scheduling("s1", timeout=30)

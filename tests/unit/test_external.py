@@ -67,6 +67,7 @@ def test_a_testbed_in_the_originals_shape_with_slots_by_node() -> None:
     }
     assert wire["slotsByNode"]["n0"][1]["noRoom"] == "node n0 has 1 cpu and 1Gi memory: room for 1 of its 2 slots"
     assert wire["heldBy"] == "s"
+    assert [s.esi_state for s in view.slots_by_node["n1"]] == ["Occupied", "Reserved"], "esi's words for people"
     original = json.loads(view_json(view, View.ORIGINAL))
     assert [sorted(s) for s in original["slotsByNode"]["n0"]] == [sorted(ORIGINAL_SLOT_FIELDS)] * 2, "only its fields"
 
@@ -125,6 +126,7 @@ def test_a_scheduling_reads_back_as_queue_or_slots_and_per_job_states() -> None:
     view = external_scheduling(Scheduling.model_validate(queue | {"status": {"state": "Running", "jobs": jobs}}))
     assert (view.test_bed, view.queue, view.slots) == ("profiler-testbed", ["a", "a", "b"], None)
     assert [(e.name, e.state) for e in view.job_status] == [("a", "Scheduled"), ("b", "InQueue")]
+    assert [e.esi_state for e in view.job_status] == ["Running", "Waiting"], "esi's words for people"
 
     slots = with_meta(scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0, 2]), mode="relaxed")))
     wire = external_scheduling(Scheduling.model_validate(slots)).model_dump(mode="json")
