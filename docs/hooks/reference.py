@@ -133,7 +133,7 @@ def _operations(spec: Mapping[str, Any], level: str = "##") -> Iterator[str]:
             yield f"**{op.get('summary', '')}.**" if op.get("summary") else ""
             if op.get("description"):
                 yield ""
-                yield op["description"]
+                yield _cell(op["description"])
             params = op.get("parameters", [])
             if params:
                 yield ""
@@ -200,8 +200,11 @@ def _type(schema: Mapping[str, Any]) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text fit for one cell of a Markdown table."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text fit for one cell of a Markdown table: one line, pipes escaped, and angle brackets outside code spans
+    shown as they are rather than read as HTML."""
+    parts = " ".join(str(text).split()).replace("|", "\\|").split("`")
+    parts[::2] = [p.replace("<", "&lt;").replace(">", "&gt;") for p in parts[::2]]
+    return "`".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------- CRDs
@@ -232,10 +235,10 @@ def crds_page() -> str:
             lines += [f"### {definition.kind} {part}", "", "| field | type | description |", "|---|---|---|"]
             lines += _crd_fields(schema["properties"][part], part)
             lines.append("")
-        rules = list(_cel_rules(schema, ""))
+        rules = list(dict.fromkeys(_cel_rules(schema, "")))  # a rule repeated on one field is stated once
         if rules:
             lines += [f"### {definition.kind} validation", "", "What the API server refuses, besides types:", ""]
-            lines += [f"- `{path or '.'}`: {_cell(message)}" for path, message in rules]
+            lines += [f"- `{path.lstrip('.') or '(object)'}`: {_cell(message)}" for path, message in rules]
             lines.append("")
     return "\n".join(lines)
 
@@ -244,7 +247,7 @@ def _crd_fields(schema: Mapping[str, Any], path: str) -> Iterator[str]:
     required = set(schema.get("required", []))
     for name, sub in schema.get("properties", {}).items():
         here = f"{path}.{name}"
-        kind = sub.get("type", "any")
+        kind = "int or string" if sub.get("x-kubernetes-int-or-string") else sub.get("type", "any")
         if kind == "array":
             kind = f"list of {sub.get('items', {}).get('type', 'any')}"
         notes = []
