@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 WORKERS ?= 2
 
-.PHONY: help up preview down status tools venv browser node-packages test unit integration lint typecheck format crds bench
+.PHONY: help up preview down status tools venv browser node-packages test unit integration lint typecheck format crds docs bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ format: venv ## apply ruff's formatting and safe fixes
 crds: venv ## regenerate crds/ from the models in esi/ (and crds/sim/ from sim/crds.py)
 	$(BIN)/python -m infra.stacks.crds
 	$(BIN)/python -m sim.crds
+
+docs: venv ## build the docs site into site/ (reference pages generated from the code; tests build it with --strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: tools venv ## run the benchmarks; they print figures (nothing is asserted)
 	$(BIN)/python -m bench.extender

@@ -1,22 +1,8 @@
 """The extender's bind verb done against the API server: the slot's ghost deleted, then the executor bound.
 
-The second scheduler does not count resources (its profile leaves ``NodeResourcesFit`` out), so an executor is
-never held back by its own slot's ghost and no preemption round is needed: the scheduler hands the binding to
-the extender, which deletes exactly the slot's ghost (the UID a precondition: a ghost made since is not
-touched; a ghost the extender has not seen goes by its name) with no grace period, and then binds the
-executor. The ghost's deletion reaches the node's kubelet
-before the executor does (a kubelet sees its pods in the API server's order), so the kubelet admits the
-executor into the room the ghost held.
-
-The Binding carries the slot as an annotation, which the API server copies onto the pod in the binding's own
-write: the executor is never on its node without its slot recorded. Between the ghost's deletion and the
-binding the Testbed puts no ghost back, because the executor's job has an executor the scheduler has yet to
-place, and a slot vacated while its job's application runs gets no ghost until the job ends
-(``esi.decisions.testbed_lifecycle``).
-
-A deletion, not an eviction: a ghost has no PodDisruptionBudget to honour, and an eviction costs the API
-server a second write (it marks the pod ``DisruptionTarget`` before deleting it) and every pod watcher a
-second event. Both writes go through ``kube.pod_writes`` (a lean client: the bind is the extender's hot path).
+The rule it follows — exactly the slot's ghost deleted (its UID a precondition, no grace period; not an
+eviction), then the executor bound with its slot on the Binding — is docs/design.md#ghost-and-executor-hand-over.
+Both writes go through ``kube.pod_writes`` (a lean client: the bind is the extender's hot path).
 """
 
 from __future__ import annotations

@@ -12,15 +12,10 @@ ids are 0..n-1 whenever no work pins them. Free slots may therefore be renumbere
 leave; their ghosts are then replaced, which is cheap.
 
 Ghosts: every slot that no executor is in has exactly one ghost pod, pinned to the slot's node, whose
-requests are the slot size — except a slot whose ghost is gone while an executor waits to be bound: the
-ghost made way for that executor (the extender's bind deleted it, or a preemption evicted it), and a new
-one would take the room back. Such an executor either carries the slot already (recorded before a
-preemption) or carries none until the Binding records it; for the latter, no reserved slot of its job gets a
-ghost while the job has an executor the scheduler has yet to place. Nor does a reserved slot whose job's
-application is created get a ghost back (until the job ends): its application may replace an executor there at
-any moment, the extender deletes only a ghost it has seen, and a ghost made while the extender binds the
-replacement could reach the kubelet first, which would then refuse the executor. (On a shared node nothing holds
-such a slot's room meanwhile.) A slot's ghost is a pod of role ghost on that node carrying that slot id, not
+requests are the slot size — except where the hand-over to an executor keeps it away
+(docs/design.md#ghost-and-executor-hand-over): no reserved slot of a job gets a ghost while the job has an
+executor the scheduler has yet to place, nor while the job's application is created (until the job ends).
+A slot's ghost is a pod of role ghost on that node carrying that slot id, not
 terminating and not finished. The shell names a ghost after the testbed, node and slot id, so a creation is
 idempotent; for the same reason no ghost is created while that slot's previous ghost is terminating. The shell
 deletes before it creates; a creation that still meets the ghost it replaces fails harmlessly and is decided

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ JOB = "batchjob-sample3"
 OTHER_JOB = "spark-crawler"
 SLOW = 120_000  # ms: whole runs on a loaded 2-core machine
 QUICK = 30_000  # ms: the page reacting to what is already there
+# ESI_UI_SCREENSHOT=FILE: the first test saves the page, its slots in use, to FILE (docs/images/ui.png is one).
+DOCS_SCREENSHOT = os.environ.get("ESI_UI_SCREENSHOT")
 # Chromium logs every refused request to the console; the test provokes one (the invalid Scheduling).
 PROVOKED = re.compile(r"^Failed to load resource: the server responded with a status of 422\b")
 
@@ -220,6 +223,8 @@ def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
         occupied = page.locator("[data-testid=activity-entry][data-kind=slot][data-to=Occupied]")
         expect(occupied).not_to_have_count(0, timeout=SLOW)
         page.screenshot(path=tmp_path / "running.png", full_page=True)
+        if DOCS_SCREENSHOT:
+            page.screenshot(path=DOCS_SCREENSHOT)
         expect(page.get_by_test_id("scheduling-state-pinned")).to_have_text("Completed", timeout=SLOW)
         progress = page.get_by_test_id("scheduling-progress-pinned").get_by_test_id("job-status")
         expect(progress).to_have_attribute("data-state", "Completed")
