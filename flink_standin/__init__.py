@@ -4,7 +4,7 @@ The Flink Kubernetes operator is not served by any registry reachable here, but 
 for slots is Flink's, not the operator's: the operator only turns a FlinkDeployment into Flink's
 configuration and pod templates and runs Flink's own client, whose JobManager (native Kubernetes,
 application mode) then creates the TaskManager pods itself. The stand-in does those steps with the real
-Flink distribution (``infra.flink_image``) for the FlinkDeployments of the namespaces it is given, on a local
+Flink distribution (``infra.images.flink``) for the FlinkDeployments of the namespaces it is given, on a local
 cluster with real nodes:
 
 * ``submission``: the FlinkDeployment's spec as the operator's ``FlinkConfigBuilder`` turns it into a Flink

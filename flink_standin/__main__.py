@@ -2,7 +2,7 @@
 
 Submits each FlinkDeployment of the given namespaces with the real Flink client (native Kubernetes,
 application mode) and reports its status as the operator would (see ``flink_standin``). Meant for a local
-cluster with real nodes; ``infra.flink_standin_process.start_standin`` starts it with the right arguments.
+cluster with real nodes; ``infra.stacks.flink_standin_process.start_standin`` starts it with the right arguments.
 """
 
 from __future__ import annotations

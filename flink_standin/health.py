@@ -1,6 +1,6 @@
 """The stand-in's health endpoint: ``GET <path>`` answers 200 once the stand-in has read its namespaces, 503
 before; any other path 404. Plain HTTP/1.1 on asyncio, one answer per connection (what a probe or
-``infra.local_stack`` needs, nothing more)."""
+``infra.stacks.local`` needs, nothing more)."""
 
 from __future__ import annotations
 

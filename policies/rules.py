@@ -216,7 +216,7 @@ def stack_of(objects: Iterable[KubeObject]) -> Stack:
 
     Nodes come from Node objects (``core.v1.Node``, ``NodePatch``, a ConfigGroup's Node: labels from the
     metadata, allocatable from the status, which only the cluster fills in) and from the local stack's
-    ``NodePool`` (``infra.local_stack``, a Pulumi dynamic resource, not a Kubernetes object) whose ``nodes``
+    ``NodePool`` (``infra.stacks.local``, a Pulumi dynamic resource, not a Kubernetes object) whose ``nodes``
     list each KWOK node's name, labels, and cpu and memory (its allocatable). A node several resources
     declare or patch is one node with what they know together.
     """

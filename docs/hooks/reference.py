@@ -40,8 +40,8 @@ from esi.resources.crds import DEFINITIONS, crd  # noqa: E402
 
 # infra's stack settings (module:class with a from_config(pulumi.Config) classmethod) and its program.
 INFRA_STACKS: Mapping[str, str] = {
-    "local": "infra.local_stack:LocalEsiArgs",
-    "cluster": "infra.cluster_stack:ClusterEsiArgs",
+    "local": "infra.stacks.local:LocalEsiArgs",
+    "cluster": "infra.stacks.cluster:ClusterEsiArgs",
 }
 INFRA_PROGRAM = "infra.__main__"
 

@@ -4,7 +4,7 @@ The models are the single source of truth: ``crd(definition)`` turns a model's J
 *structural* OpenAPI schema the API server requires — references inlined, optionals as plain properties,
 open third-party specs marked ``x-kubernetes-preserve-unknown-fields`` — and adds what only a CRD has:
 names, printer columns, the status subresource and the CEL rules each model declares in ``cel_rules``.
-``infra/crds.py`` writes them to ``crds/``; a test fails when the committed YAML drifts from the models.
+``infra/stacks/crds.py`` writes them to ``crds/``; a test fails when the committed YAML drifts from the models.
 """
 
 from __future__ import annotations

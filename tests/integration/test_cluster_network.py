@@ -1,4 +1,4 @@
-"""Services and cluster DNS for real nodes (``infra.cluster_network``): kube-proxy and CoreDNS of a cluster of
+"""Services and cluster DNS for real nodes (``infra.local_cluster.network``): kube-proxy and CoreDNS of a cluster of
 its own, with two real nodes whose kubelets point pods at the cluster DNS.
 
 A pod on one node reaches the API server through the ``kubernetes`` Service (the in-cluster configuration's

@@ -1,7 +1,7 @@
 """`pulumi up` of the ``cluster`` stack onto real nodes, then a real SparkPi through the in-cluster API, then
 `pulumi destroy` (issue: the cluster stack, for real).
 
-A local cluster of its own with Services and cluster DNS (``infra.cluster_network``: kube-proxy, CoreDNS) and
+A local cluster of its own with Services and cluster DNS (``infra.local_cluster.network``: kube-proxy, CoreDNS) and
 one real node; esi's image, the kube-scheduler image, the Spark operator's image and the Spark image are
 built here and imported into the node — no registry. Everything then runs as it would in a team's cluster:
 esi's operators, API and second scheduler as the stack's Deployments (non-root, read-only root filesystems,

@@ -1,4 +1,4 @@
-"""Real nodes (``infra.real_node``): a kubelet with its own containerd joins the session's cluster.
+"""Real nodes (``infra.local_cluster.real_node``): a kubelet with its own containerd joins the session's cluster.
 
 One real node is shared by the tests of the session (started once, under a lock, by the first worker; the
 cluster's deletion deletes it); it is tainted, so only pods that name it (``nodeName``) run there.

@@ -1,4 +1,4 @@
-"""The real kubeflow Spark operator (``infra.spark_operator``) on a cluster of its own, handling the
+"""The real kubeflow Spark operator (``infra.stacks.spark_operator``) on a cluster of its own, handling the
 SparkApplication esi builds for a BatchJob.
 
 A cluster of its own, not the session's: the session installs the simulated operator's permissive

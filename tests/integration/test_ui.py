@@ -6,7 +6,7 @@ and deletes the Scheduling. The page's activity log is the record of what the pa
 the test reads it rather than racing the simulated run for a glimpse of the slot states.
 
 The page is served by the session's ``python -m api``, with the session's reconcilers, extender, second
-scheduler and simulated Spark operator behind it. Chromium is Debian's (``python -m infra.browser ensure``),
+scheduler and simulated Spark operator behind it. Chromium is Debian's (``python -m infra.toolchain.browser ensure``),
 driven by Playwright.
 """
 
@@ -67,7 +67,7 @@ def ui_url(esi_endpoint: EsiApi) -> str:
 @pytest.fixture
 def chromium(tmp_path: Path) -> Iterator[Browser]:
     if not browser.CHROMIUM.exists():
-        pytest.fail(f"{browser.CHROMIUM} is missing: run `python -m infra.browser ensure` (make test does)")
+        pytest.fail(f"{browser.CHROMIUM} is missing: run `python -m infra.toolchain.browser ensure` (make test does)")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             tmp_path / "chromium-profile",

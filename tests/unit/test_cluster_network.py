@@ -1,4 +1,4 @@
-"""Pure pieces of a local cluster's Services and DNS (``infra.cluster_network``) and the kubelet's DNS settings."""
+"""Pure pieces of a local cluster's Services and DNS (``infra.local_cluster.network``) and a kubelet's DNS settings."""
 
 from __future__ import annotations
 

@@ -205,7 +205,7 @@ def test_a_node_declared_and_patched_is_one_node_with_what_both_know() -> None:
 
 
 def test_the_local_stacks_node_pool_declares_its_kwok_nodes() -> None:
-    # infra.local_stack's NodePool: a dynamic resource, its nodes as name, cpu, memory and labels.
+    # infra.stacks.local's NodePool: a dynamic resource, its nodes as name, cpu, memory and labels.
     listed = [
         {"name": "n0", "cpu": "4", "memory": "8Gi", "labels": {LABEL: "0"}},
         {"name": "n1", "cpu": "2", "memory": "8Gi", "labels": {LABEL: "1"}},
