@@ -1,1 +1,1 @@
-"""Benchmarks: they print figures; nothing here asserts a time (see README, Benchmarks)."""
+"""Benchmarks: they print figures; nothing here asserts a time (see docs/performance.md, The benchmarks)."""
