@@ -117,7 +117,7 @@ def schedulings(endpoint: EsiApi, namespace: str) -> list[str]:
 
 
 def report(matrix: ColocationMatrix, took: float, rounds: int) -> str:
-    """What docs/tutorials/experiment.md quotes: the learned matrix, learned vs modelled per entry, and how close they are."""
+    """What the experiment tutorial quotes: the learned matrix, learned vs modelled per entry, how close they are."""
     lines = [f"{rounds} profiling rounds in {took:.0f}s", matrix.render(), "job, partner: learned (samples) / modelled"]
     errors = {(a, b): matrix.entry(a, b).seconds - MODEL.runtime(a, [b]) for a, b in matrix.pairs()}
     for (a, b), error in errors.items():
