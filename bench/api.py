@@ -35,6 +35,7 @@ import httpx
 from bench.stack import local_stack
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
+from infra.stacks import processes
 
 NAMESPACE = "default"
 TESTBED_LABEL = "esi.bench/testbed"
@@ -216,11 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'rate/s':>7} {'achieved':>9} | {'overview p50':>12} {'p99':>8} | {'healthz p50':>11} {'p99':>8} | ratio"
             "         | sent late p99"
         )
-        for path, sent in (("/external/overview", headers), ("/healthz", {})):
-            asyncio.run(_load(f"{stack.api_url}{path}", sent, rates[0], args.warmup))
+        overview_url, liveness_url = f"{stack.api_url}/external/overview", f"{stack.api_url}{processes.API.liveness}"
+        for url, sent in ((overview_url, headers), (liveness_url, {})):
+            asyncio.run(_load(url, sent, rates[0], args.warmup))
         for rate in rates:
-            overview = asyncio.run(_load(f"{stack.api_url}/external/overview", headers, rate, args.seconds))
-            baseline = asyncio.run(_load(f"{stack.api_url}/healthz", {}, rate, args.seconds))
+            overview = asyncio.run(_load(overview_url, headers, rate, args.seconds))
+            baseline = asyncio.run(_load(liveness_url, {}, rate, args.seconds))
             o50, o99 = _quantiles(overview.latencies)
             b50, b99 = _quantiles(baseline.latencies)
             _, late99 = _quantiles(overview.late + baseline.late)

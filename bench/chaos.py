@@ -47,12 +47,13 @@ from esi.objects.holds import HOLD_KIND_LABEL
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SCHEDULER_NAME, slot_of
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
+from infra.stacks import processes
 from sim.crds import SPARK as SPARK_CRD
 
 __all__ = ["COMPONENTS", "Report", "chaos", "print_report"]
 
 TESTBED_NODE = "esi.bench/chaos-node"
-COMPONENTS = ("esi-operators", "esi-api", "esi-sim", f"scheduler-{SCHEDULER_NAME}")
+COMPONENTS = (processes.OPERATORS.name, processes.API.name, processes.SIM.name, f"scheduler-{SCHEDULER_NAME}")
 SparkApplication = create_namespaced_resource(SPARK_CRD.group, SPARK_CRD.version, SPARK_CRD.kind, SPARK_CRD.plural)
 ROUND_TIMEOUT = 3600.0
 CHAOS_NODE_LEASE_SECONDS = 10

@@ -20,6 +20,7 @@ from esi.objects.priority import priority_classes
 from esi.resources.crds import DEFINITIONS, crd
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import LocalCluster, NodeSpec
+from infra.stacks import processes
 
 LABEL = "esi.bench/node-id"
 
@@ -65,7 +66,7 @@ def run(nodes: int, per_node: int) -> None:
         )
         print(f"cluster with {nodes} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
         cluster.start_process(
-            "esi-operators", [sys.executable, "-m", "operators", f"--kubeconfig={cluster.kubeconfig}"]
+            processes.OPERATORS.name, processes.operators_command(sys.executable, kubeconfig=cluster.kubeconfig)
         )
         time.sleep(3)  # let the operator list and watch before the clock starts; it is not what is measured
         testbed = {

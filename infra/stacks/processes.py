@@ -2,9 +2,9 @@
 
 Every place that starts one builds its command line here: the local stack (``infra.stacks.local``), the cluster
 stack's Deployments and probes (``infra.stacks.cluster``), the Flink stand-in's launcher
-(``infra.stacks.flink_standin_process``), the benchmarks (``bench.stack``) and the integration tests. Locally each
-launcher picks the ports (``python`` is its interpreter); in a container the ports are ``port`` and
-``extender_port`` of the table, and ``python`` is the image's.
+(``infra.stacks.flink_standin_process``), the benchmarks (``bench.stack``, ``bench.ghosts``) and the integration
+tests. Locally each launcher picks the ports (``python`` is its interpreter); in a container the ports are
+``port`` and ``extender_port`` of the table, and ``python`` is the image's.
 
 A process's liveness endpoint is ``http://HOST:PORT<liveness>``, the URL it is given (``--liveness``,
 ``--health``) or, for the API, its own port; ``readiness`` says it serves (the API: once its caches are filled).

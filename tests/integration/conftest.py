@@ -106,7 +106,7 @@ def ensure_operators(cluster: LocalCluster) -> None:
     """Start ``python -m operators`` for the cluster unless it runs; return once it reports live."""
     ensure_process(
         cluster,
-        processes.OPERATORS.name,
+        processes.OPERATORS,
         lambda port: processes.operators_command(
             sys.executable,
             kubeconfig=cluster.kubeconfig,
@@ -118,7 +118,7 @@ def ensure_operators(cluster: LocalCluster) -> None:
 
 def kill_operators(cluster: LocalCluster) -> None:
     """What a crash does: the process is killed at once (no SIGTERM grace), whatever it was doing."""
-    with exclusive(cluster.directory / "esi-operators.lock"):
+    with exclusive(cluster.directory / f"{processes.OPERATORS.name}.lock"):  # ensure_process's lock
         cluster.stop_process(processes.OPERATORS.name, timeout=0)
 
 
@@ -148,7 +148,7 @@ def esi_api(cluster: LocalCluster) -> EsiApi:
             log_format="text",
         )
 
-    port = ensure_process(cluster, processes.API.name, argv)
+    port = ensure_process(cluster, processes.API, argv)
     wait_for("the API's token", token_file.exists)
     extender_port = int((directory / "esi-api.extender-port").read_text())
     return EsiApi(

@@ -20,6 +20,7 @@ from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
 from infra.local_cluster import LocalCluster, free_port
+from infra.stacks.processes import EsiProcess
 from infra.toolchain.commands import exclusive
 from tests.manifests import testbed_manifest
 
@@ -271,9 +272,18 @@ def live(url: str) -> bool:
         return False
 
 
-def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[str]], timeout: float = 60) -> int:
-    """Start a component of the session's cluster once for all pytest workers (``argv`` given the port its
-    ``/healthz`` is to answer on); return that port once it answers."""
+def ensure_process(
+    cluster: LocalCluster,
+    process: EsiProcess,
+    argv: Callable[[int], list[str]],
+    *,
+    name: str | None = None,
+    timeout: float = 60,
+) -> int:
+    """Start one of esi's processes for the session's cluster once for all pytest workers, as ``name`` (default:
+    its name in the table); ``argv`` is given the port its liveness endpoint is to answer on. Return that port
+    once the endpoint answers."""
+    name = name or process.name
     port_file = cluster.directory / f"{name}.port"
     with exclusive(cluster.directory / f"{name}.lock"):
         if not cluster.process_running(name):
@@ -281,7 +291,7 @@ def ensure_process(cluster: LocalCluster, name: str, argv: Callable[[int], list[
             cluster.start_process(name, argv(port))
             port_file.write_text(str(port))
     port = int(port_file.read_text())
-    wait_for(f"{name} to report live", lambda: live(f"http://127.0.0.1:{port}/healthz"), timeout=timeout)
+    wait_for(f"{name} to report live", lambda: live(process.live_url(port)), timeout=timeout)
     return port
 
 

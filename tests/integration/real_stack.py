@@ -193,10 +193,11 @@ def simulator_beside(cluster: LocalCluster, namespace: str, node: NodeSpec, runt
     arguments = [f"--namespace={namespace}", f"--default-runtime={runtime:g}"]
     ensure_process(
         cluster,
-        f"{processes.SIM.name}-{namespace}",
+        processes.SIM,
         lambda port: processes.sim_command(
             sys.executable, kubeconfig=cluster.kubeconfig, liveness=processes.SIM.live_url(port), more=arguments
         ),
+        name=f"{processes.SIM.name}-{namespace}",
     )
 
 

@@ -23,6 +23,7 @@ import pytest
 from lightkube.generic_resource import create_namespaced_resource
 
 from infra.local_cluster import LocalCluster
+from infra.stacks import processes
 from infra.toolchain.commands import exclusive
 from sim.crds import FLINK, SPARK, application_crds
 from tests.integration.kube import ensure_process
@@ -41,7 +42,6 @@ __all__ = [
 TIME_SCALE = 0.01  # the thesis' 444 s run of batchjob-sample3 takes 4.44 s
 DEFAULT_RUNTIME = 60.0  # seconds, before scaling: 0.6 s
 SIM_ARGS = (f"--time-scale={TIME_SCALE}", f"--default-runtime={DEFAULT_RUNTIME}")
-PROCESS = "esi-sim"
 
 SparkApplication = create_namespaced_resource(SPARK.group, SPARK.version, SPARK.kind, SPARK.plural)
 FlinkDeployment = create_namespaced_resource(FLINK.group, FLINK.version, FLINK.kind, FLINK.plural)
@@ -118,6 +118,11 @@ def _wait_for_garbage_collection(cluster: LocalCluster, timeout: float = 90) -> 
 @pytest.fixture(scope="session")
 def esi_sim(sim_crds: LocalCluster) -> LocalCluster:
     """The simulated Spark/Flink operators (``python -m sim``) running against the session's cluster."""
-    argv = [sys.executable, "-m", "sim", f"--kubeconfig={sim_crds.kubeconfig}", *SIM_ARGS]
-    ensure_process(sim_crds, PROCESS, lambda port: [*argv, f"--liveness=http://127.0.0.1:{port}/healthz"])
+    ensure_process(
+        sim_crds,
+        processes.SIM,
+        lambda port: processes.sim_command(
+            sys.executable, kubeconfig=sim_crds.kubeconfig, liveness=processes.SIM.live_url(port), more=SIM_ARGS
+        ),
+    )
     return sim_crds

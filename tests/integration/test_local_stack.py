@@ -27,7 +27,7 @@ from esi.objects.names import SCHEDULER_NAME
 from infra import toolchain
 from infra.local_cluster import LocalCluster, free_port, process_alive
 from infra.local_cluster.real_node import RealNode, unavailable_reason
-from infra.stacks import pulumi_local
+from infra.stacks import processes, pulumi_local
 from infra.stacks.local import real_node_specs, real_nodes_refused
 from infra.stacks.stack import POLICY_PACK
 from tests.integration.kube import wait_for
@@ -96,7 +96,7 @@ def run_on_the_real_node(esi: EsiClient, cluster: LocalCluster, node: RealNode) 
         assert (run["outcome"], run["nodes"]) == ("Succeeded", [node.name]), run
     logs = "".join(p.read_text(errors="replace") for p in node.pod_logs.rglob("*.log"))
     assert "Pi is roughly 3.1" in logs, "the Spark driver's output"
-    sim_log = (cluster.logs_dir / "esi-sim.log").read_text(errors="replace")
+    sim_log = (cluster.logs_dir / f"{processes.SIM.name}.log").read_text(errors="replace")
     assert f"{REAL}/" not in sim_log, "the simulator acted in the namespace of the real operators"
 
 

@@ -35,6 +35,7 @@ from infra.images.java_runtime import FLINK_UID, host_java_home
 from infra.images.spark import spark_version
 from infra.local_cluster import LocalCluster, process_alive
 from infra.local_cluster.real_node import RealNode, RealNodeSpec, pod_api_server_url, unavailable_reason
+from infra.stacks import processes
 from infra.stacks.second_scheduler import scheduler_image
 from infra.stacks.spark_operator import chart_dir, operator_image
 from infra.stacks.spark_operator import unavailable_reason as spark_operator_unavailable
@@ -280,10 +281,11 @@ def test_esis_image_runs_esis_processes_on_a_real_node_as_its_user_on_a_read_onl
     image = esi_image()
     images.import_image(image, real_node.containerd_socket)
     # What the cluster stack's pods run, as they run it: no shell, the image's user, nothing written to its root.
+    helps = {p.module: p.command("python", ["--help"]) for p in (processes.API, processes.OPERATORS)}
     script = (
-        "import subprocess, sys\n"
-        "for process in ('api', 'operators'):\n"
-        "    done = subprocess.run([sys.executable, '-m', process, '--help'], capture_output=True, text=True)\n"
+        "import subprocess\n"
+        f"for process, command in {helps!r}.items():\n"
+        "    done = subprocess.run(command, capture_output=True, text=True)\n"
         "    print(process, done.returncode, done.stdout.splitlines()[:1], done.stderr[-500:])\n"
         "import esi, kube, lightkube, kopf, fastapi, uvicorn\n"
         "print('imported', esi.__file__, kube.__file__)\n"

@@ -28,6 +28,7 @@ from lightkube.resources.core_v1 import Pod
 from playwright.sync_api import ConsoleMessage, Locator, Page, expect, sync_playwright
 
 from infra.local_cluster import LocalCluster
+from infra.stacks import processes
 from infra.toolchain import browser
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
@@ -60,7 +61,9 @@ class Browser:
 @pytest.fixture
 def ui_url(esi_endpoint: EsiApi) -> str:
     """The session's API, which serves the UI."""
-    wait_for("the API's caches", lambda: httpx.get(f"{esi_endpoint.url}/readyz").status_code == 200 or None)
+    wait_for(
+        "the API's caches", lambda: httpx.get(f"{esi_endpoint.url}{processes.API.readiness}").status_code == 200 or None
+    )
     return esi_endpoint.url
 
 
