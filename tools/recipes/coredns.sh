@@ -1,4 +1,4 @@
-# CoreDNS, the cluster DNS of the local cluster's real nodes (infra/cluster_network.py), from the Go module
+# CoreDNS, the cluster DNS of the local cluster's real nodes (infra/local_cluster/network.py), from the Go module
 # github.com/coredns/coredns. Its go.mod has no replace directives, so a plain wrapper module that requires
 # it is enough (`go get` raises the wrapper's go directive to CoreDNS's own); its main package is the module's
 # root, with the release's plugins (plugin.cfg) compiled in.

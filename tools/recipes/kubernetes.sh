@@ -1,5 +1,5 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet (the node agent of the local
-# cluster's real nodes, infra/real_node.py) and kube-proxy (their Services, infra/cluster_network.py) from the
+# cluster's real nodes, infra/local_cluster/real_node.py) and kube-proxy (their Services, infra/local_cluster/network.py) from the
 # Go module k8s.io/kubernetes.
 # Its go.mod replaces every staging module (k8s.io/api, k8s.io/client-go, ...) with a local folder, so it
 # cannot be `go install`ed; a wrapper module requires it and points each staging module at its published

@@ -1,4 +1,4 @@
-# Shared prelude for toolchain recipes; sourced before each recipe by infra/toolchain.py.
+# Shared prelude for toolchain recipes; sourced before each recipe by infra/toolchain/__init__.py.
 #
 # A recipe gets, in its environment:
 #   TOOL     the tool's name (e.g. "kubernetes")
@@ -6,7 +6,7 @@
 #   WORK     a scratch directory kept between runs (wrapper modules live here, so a rerun is cheap)
 #   OUT      an empty directory; the recipe puts executables in "$OUT/bin". The runner moves it into
 #            the cache only when the recipe exits 0, so a half-built tool is never mistaken for done.
-# plus the pins the tool declares in infra/toolchain.py TOOLS, as PIN_<NAME> (upper case, "-" -> "_").
+# plus the pins the tool declares in infra/toolchain/__init__.py TOOLS, as PIN_<NAME> (upper case, "-" -> "_").
 #
 # `step "what"` announces a step; when a command fails, the runner reports the tool and the last step.
 set -euo pipefail

@@ -39,7 +39,7 @@ mkdir -p "$OUT/crds"
 install -m 0644 "$source_dir"/config/crd/bases/sparkoperator.k8s.io_*.yaml "$OUT/crds/"
 
 # The release's own Helm chart, from the module's sources: the cluster stack installs it without a chart
-# repository (infra.spark_operator.chart_dir).
+# repository (infra.stacks.spark_operator.chart_dir).
 step "copy the Helm chart of the same version"
 cp -R "$source_dir"/charts/spark-operator-chart "$OUT/chart"
 chmod -R u+w,go+rX "$OUT/chart"
