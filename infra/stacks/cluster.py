@@ -328,7 +328,8 @@ class Permissions:
     roles: tuple[tuple[str, str], ...] = ()  # built-in Roles as (namespace, name), bound in their namespace
 
 
-_ESI_KINDS: Final = tuple(d.plural for d in DEFINITIONS)  # batchjobs, testbeds, schedulings
+_ESI_KINDS: Final = tuple(d.plural for d in DEFINITIONS)  # batchjobs, testbeds, schedulings, runs
+_WITH_STATUS: Final = tuple(d.plural for d in DEFINITIONS if d.status is not None)  # all but runs
 _READ: Final = ("get", "list", "watch")
 
 # python -m operators: kopf handlers (operators/*.py) that watch cluster-wide.
@@ -338,7 +339,9 @@ OPERATORS: Final = Permissions(
         # kopf patches its finalizer and progress annotations onto the objects it handles.
         Rule((GROUP,), _ESI_KINDS, (*_READ, "patch")),
         # Each reconciler writes its own status (kube/writes.py write_status: a JSON patch).
-        Rule((GROUP,), tuple(f"{kind}/status" for kind in _ESI_KINDS), ("get", "patch")),
+        Rule((GROUP,), tuple(f"{kind}/status" for kind in _WITH_STATUS), ("get", "patch")),
+        # The BatchJob reconciler keeps each finished run as a Run; retention deletes the oldest.
+        Rule((GROUP,), ("runs",), ("create", "delete")),
         # Ghost pods and applications are owned by their Testbed/BatchJob with blockOwnerDeletion, which the
         # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the finalizers.
         Rule((GROUP,), ("testbeds/finalizers", "batchjobs/finalizers"), ("update",)),

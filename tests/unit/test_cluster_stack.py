@@ -427,7 +427,7 @@ def test_crds_and_priority_classes_are_upserted_and_survive_destroy(deployed: De
     classes = deployed.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
 
     assert {c.inputs["metadata"]["name"] for c in crds} == {
-        f"{p}.{ESI}" for p in ("testbeds", "batchjobs", "schedulings")
+        f"{p}.{ESI}" for p in ("testbeds", "batchjobs", "schedulings", "runs")
     }
     assert {c.inputs["metadata"]["name"]: c.inputs["value"] for c in classes} == {
         "esi-ghost": 1_000_000,
