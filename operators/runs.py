@@ -27,10 +27,10 @@ PRUNE_EVERY: Final = 300.0  # seconds between two rounds of pruning
 _log = logging.getLogger(__name__)
 
 
-async def prune_runs(client: AsyncClient, retention: Retention, *, now: datetime) -> int:
-    """Delete the Runs ``retention`` lets go; how many went."""
+async def prune_runs(client: AsyncClient, retention: Retention, *, now: datetime, namespace: str = ALL_NS) -> int:
+    """Delete the Runs ``retention`` lets go (of every namespace, or of ``namespace``); how many went."""
     kept: list[KeptRun] = []
-    async for run in client.list(RunResource, namespace=ALL_NS, chunk_size=LIST_CHUNK):
+    async for run in client.list(RunResource, namespace=namespace, chunk_size=LIST_CHUNK):
         metadata = run.metadata
         if metadata is None or metadata.name is None or metadata.creationTimestamp is None:
             continue
