@@ -74,6 +74,8 @@ CONFIG_KEYS: Mapping[str, str] = {
     "flinkStandInHealthPort": "The Flink stand-in's health endpoint's port.",
     "stalledAfter": "Seconds a run may wait from submission to be Running before its BatchJob and Scheduling "
     "say `Stalled` (unset: the operators' default, 300).",
+    "keepRuns": "Runs kept per namespace, the newest; older ones are deleted (unset: the operators' default, 100,000).",
+    "keepRunsFor": "Seconds a Run is kept; older ones are deleted (unset: however old).",
     "kubeconfig": "A kubeconfig file (or its text); unset: `$KUBECONFIG`, then `~/.kube/config`.",
     "context": "The kubeconfig's context; unset: its current one.",
     "image": "The image of the operators and the API ([build and push it](../how-to/install-on-a-cluster.md)).",
