@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 from typing import Any, Final
 
+import httpx2
 import kopf
 from lightkube import ALL_NS, ApiError, AsyncClient
 
@@ -48,6 +49,8 @@ async def _prune_forever(memo: kopf.Memo, retention: Retention, every: float) ->
                 _log.info(f"retention deleted {pruned} runs")
         except ApiError as err:  # tried again next round
             _log.warning(f"pruning runs: {err.status.message}")
+        except httpx2.TransportError as err:  # the API server away: tried again next round
+            _log.warning(f"pruning runs: {err}")
         await asyncio.sleep(every)
 
 
