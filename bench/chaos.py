@@ -15,8 +15,9 @@ After each round, checked (a problem names what broke): every job ran exactly on
 round's Scheduling; its run record is complete (nodes, those of its slots; nothing ``incomplete``); every
 executor seen bound was in a slot of its job's runs, on that slot's node; no slot held two executors at
 once (every executor's binding is watched; a time the watch was cut off is not held against anyone); and
-once the Scheduling is deleted, no hold (Lease), executor or SparkApplication is left and every slot is Free
-with its ghost. Prints the kills survived, both rounds' times, throughput and their ratio.
+once the Scheduling is deleted, no hold (Lease), executor or SparkApplication is left, every slot is Free
+with its ghost, and every run in a job's history is kept as a Run that holds what the history holds. Prints
+the kills survived, both rounds' times, throughput and their ratio.
 """
 
 from __future__ import annotations
@@ -305,6 +306,7 @@ def _run_round(
     _check_bindings(bindings, run_slots, slot_nodes, result)
     cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", name, "--wait=false")
     _check_released(stack, len(slot_nodes), result)
+    _check_kept(cluster, jobs, result)
     return result, disturber
 
 
@@ -386,6 +388,28 @@ def _check_released(stack: Stack, slots: int, result: Round) -> None:
         _retrying("everything released", released, timeout=300)
     except TimeoutError as err:
         result.problems.append(str(err))
+
+
+def _check_kept(cluster: LocalCluster, jobs: list[str], result: Round) -> None:
+    """Once the jobs are let go: every run in a job's history is kept as a Run, holding what the history holds."""
+
+    def missing() -> list[str]:
+        listed = json.loads(cluster.kubectl("get", "runs", "-n", NAMESPACE, "-o", "json", timeout=20))["items"]
+        kept = {(r["spec"]["job"], r["spec"]["ordinal"]): r["spec"] for r in listed}
+        problems = []
+        for job in jobs:
+            status = _get(cluster, "batchjob", job)["status"]
+            first = status["runCount"] - len(status["runs"]) + 1
+            for ordinal, run in enumerate(status["runs"], start=first):
+                spec = kept.get((job, ordinal))
+                if spec is None or {k: spec.get(k) for k in run} != run:
+                    problems.append(f"job {job}: run {ordinal} is not kept as it is recorded ({spec})")
+        return problems
+
+    try:
+        _retrying("every run kept as a Run", lambda: not missing(), timeout=120)
+    except TimeoutError:
+        result.problems += missing()
 
 
 # --- the benchmark ----------------------------------------------------------------------------------------------

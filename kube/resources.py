@@ -20,6 +20,7 @@ __all__ = [
     "API_SERVER_SLICE",
     "BatchJobResource",
     "PodObjects",
+    "RunResource",
     "SchedulingResource",
     "TestbedResource",
     "api_server_for_pods",
@@ -29,6 +30,7 @@ __all__ = [
 TestbedResource = create_namespaced_resource(GROUP, VERSION, "Testbed", "testbeds")
 BatchJobResource = create_namespaced_resource(GROUP, VERSION, "BatchJob", "batchjobs")
 SchedulingResource = create_namespaced_resource(GROUP, VERSION, "Scheduling", "schedulings")
+RunResource = create_namespaced_resource(GROUP, VERSION, "Run", "runs")
 
 
 class PodObjects(GenericNamespacedResource):

@@ -3,7 +3,8 @@
 A thin shell around ``esi.decisions.batchjob_lifecycle.decide_batchjob``. It observes who holds the job (its hold, and
 that Scheduling's record of the job's slots), the job's SparkApplication or FlinkDeployment and that
 application's pods; it creates the application (``esi.objects.applications`` builds it) once slots are reserved,
-deletes it when the job is released, and is the only writer of the BatchJob's status and run history.
+deletes it when the job is released, and is the only writer of the BatchJob's status and run history — and of
+the Run objects that keep each run once its record is final (``esi.objects.runs``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from esi.decisions.batchjob_lifecycle import (
     CreateApplication,
     DeleteApplication,
     Holder,
+    KeepRun,
     decide_batchjob,
     decide_unbuildable,
     neighbours_on,
@@ -44,6 +46,7 @@ from esi.objects.applications import (
 from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, is_executor
+from esi.objects.runs import run_manifest
 from esi.resources.batchjob import BatchJob, RunRecord
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState, RetryPolicy, testbed_name
@@ -410,7 +413,10 @@ async def _reconcile(
     decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)
     resource = _resource(kind)
     for action in decision.actions:
-        if isinstance(action, DeleteApplication):
+        if isinstance(action, KeepRun):  # first: the status written below counts it as kept
+            if not await create(client, run_manifest(job, action.ordinal, action.record)):
+                return None  # the namespace is being deleted, and the BatchJob with it
+        elif isinstance(action, DeleteApplication):
             await ignore(Refusal.NOT_FOUND, client.delete(resource, name, namespace=namespace))
         elif isinstance(action, CreateApplication):
             assignment = _assignment(namespace, action, caches)

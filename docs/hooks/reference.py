@@ -74,6 +74,8 @@ CONFIG_KEYS: Mapping[str, str] = {
     "flinkStandInHealthPort": "The Flink stand-in's health endpoint's port.",
     "stalledAfter": "Seconds a run may wait from submission to be Running before its BatchJob and Scheduling "
     "say `Stalled` (unset: the operators' default, 300).",
+    "keepRuns": "Runs kept per namespace, the newest; older ones are deleted (unset: the operators' default, 100,000).",
+    "keepRunsFor": "Seconds a Run is kept; older ones are deleted (unset: however old).",
     "kubeconfig": "A kubeconfig file (or its text); unset: `$KUBECONFIG`, then `~/.kube/config`.",
     "context": "The kubeconfig's context; unset: its current one.",
     "image": "The image of the operators and the API ([build and push it](../how-to/install-on-a-cluster.md)).",
@@ -216,7 +218,8 @@ def crds_page() -> str:
         "",
         "Generated from the pydantic models in `esi.resources` — the single source of truth: `make crds` writes the",
         "same CRDs into `crds/`, and the tests check them for drift. Group `esi.tu-berlin.de`, version `v1alpha1`,",
-        "all namespaced and listed by `kubectl get esi`. The rules behind the fields: [design](../design.md).",
+        "all namespaced, and all but Runs listed by `kubectl get esi`. The rules behind the fields:",
+        "[design](../design.md).",
         "",
     ]
     for definition in DEFINITIONS:
@@ -232,6 +235,8 @@ def crds_page() -> str:
             "",
         ]
         for part in ("spec", "status"):
+            if part not in schema["properties"]:
+                continue
             lines += [f"### {definition.kind} {part}", "", "| field | type | description |", "|---|---|---|"]
             lines += _crd_fields(schema["properties"][part], part)
             lines.append("")

@@ -26,6 +26,11 @@ Runs (docs/compatibility.md#runs):
   with executors on its nodes while it is open and those whose recorded runs overlap it there, added to
   each time the job is decided while it is held (a job recorded later is still found). A record whose
   nodes cannot be learned says so in ``incomplete``, never an empty list that reads as "alone".
+* A run's record is final once a later run follows it, or its Scheduling no longer holds the job. Each final
+  record becomes a Run object (``KeepRun``; docs/design.md#runs), decided on the status as it was written —
+  so the Run holds exactly what the history holds — and the status counts the runs so kept
+  (``keptRuns``): a Run lost to a crash between the two writes is created again, and a kept record is
+  never changed (a Scheduling of the same name holding the job again does not add to it).
 
 Waits explain themselves: ``waitingFor`` carries the scheduler's or kubelet's words on a pod of the run that
 is not placed or not started, and a run that is still not Running ``stalled_after`` its submission gets the
@@ -56,10 +61,12 @@ __all__ = [
     "CreateApplication",
     "DeleteApplication",
     "Holder",
+    "KeepRun",
     "Neighbour",
     "decide_batchjob",
     "decide_unbuildable",
     "neighbours_on",
+    "runs_to_keep",
     "slot_nodes",
     "slots_listed",
 ]
@@ -159,7 +166,30 @@ class DeleteApplication:
     pass
 
 
-Action = CreateApplication | DeleteApplication
+@dataclass(frozen=True)
+class KeepRun:
+    """Keep run ``ordinal`` (which run of the job, counting all its runs) as a Run object: ``record`` is final."""
+
+    ordinal: int
+    record: RunRecord
+
+
+Action = CreateApplication | DeleteApplication | KeepRun
+
+
+def _last_run_final(status: BatchJobStatus) -> bool:
+    """Whether the record of the history's last run is final: kept as a Run already, or its Scheduling no longer
+    holds the job (while it does, the jobs that met the run may still be added)."""
+    last = status.runs[-1]
+    return status.scheduling != last.scheduling or status.run_count <= status.kept_runs
+
+
+def runs_to_keep(status: BatchJobStatus) -> tuple[KeepRun, ...]:
+    """The runs of ``status`` whose records are final and not yet kept as Runs, oldest first."""
+    numbered = status.numbered_runs()
+    if numbered and not _last_run_final(status):
+        numbered = numbered[:-1]
+    return tuple(KeepRun(ordinal, run) for ordinal, run in numbered if ordinal > status.kept_runs)
 
 
 @dataclass(frozen=True)
@@ -180,7 +210,11 @@ def decide_batchjob(
 ) -> BatchJobDecision:
     """The next status of a BatchJob and what to do to get there."""
     current = status or BatchJobStatus()
+    records = runs_to_keep(current)
+    if records:
+        current = current.model_copy(update={"kept_runs": records[-1].ordinal})
     step = _Step(current, observation, now, stalled_after)
+    step.actions.extend(records)
     holder = observation.holder
     if current.scheduling is not None and (holder is None or holder.scheduling != current.scheduling):
         step.release()
@@ -323,6 +357,7 @@ class _Step:
             attempt=self.status.attempt,
             testbed=holder.testbed,
             slots=list(holder.slots),
+            submitted=self.status.submitted_at,
             start=start,
         )
         self.update(runs=[*self.status.runs, run][-MAX_RUNS:], run_count=self.status.run_count + 1)
@@ -330,8 +365,8 @@ class _Step:
 
     def _complete_last_run(self, executor_nodes: tuple[str, ...] = ()) -> None:
         """Add to the last run's record what is known now: its nodes (its executors', else its slots'), and
-        the jobs that met it there. Only while the Scheduling that ran it holds the job: then it is final."""
-        if not self.status.runs or self.status.scheduling != self.status.runs[-1].scheduling:
+        the jobs that met it there. Only while its record is not final."""
+        if not self.status.runs or _last_run_final(self.status):
             return
         run = self.status.runs[-1]
         holder = self.observation.holder
@@ -394,7 +429,10 @@ class _Step:
             events.append(Event(status.state.value, told, warning=status.state == BatchJobState.FAILED))
         if stalled and not _condition_holds(self.start, "Stalled"):
             events.append(Event("Stalled", stalled, warning=True))
-        return BatchJobDecision(status, tuple(self.actions), tuple(events), self._until_stalled())
+        again = self._until_stalled()
+        if runs_to_keep(status):  # kept as Runs on the next decision, made on the status as written
+            again = 0.0
+        return BatchJobDecision(status, tuple(self.actions), tuple(events), again)
 
     def _waiting_since(self) -> datetime | None:
         """When the run began waiting to be Running (its submission), while it waits."""

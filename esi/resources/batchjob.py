@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from esi.resources.flink_cluster import FlinkClusterJob, flink_deployment_spec, shape_rules
-from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ReconciledStatus
+from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, EsiModel, ObjectMeta, ReconciledStatus
 
 __all__ = [
     "ACTIVE_STATES",
@@ -38,7 +38,8 @@ __all__ = [
     "SparkPodSpec",
 ]
 
-MAX_RUNS = 50  # run history kept per BatchJob (oldest dropped first)
+MAX_RUNS = 50  # run history kept per BatchJob (oldest dropped first; every run is also a Run of its own)
+_NAMESPACED_NAME_LENGTH = 63 + 1 + MAX_NAME_LENGTH  # namespace/name
 
 
 class OpenModel(EsiModel):
@@ -171,8 +172,11 @@ class RunRecord(EsiModel):
     attempt: int = Field(default=1, ge=1, description="Which run of the job in that Scheduling.")
     testbed: str = Field(min_length=1, max_length=253)
     slots: list[int] = Field(max_length=4096, json_schema_extra={"x-kubernetes-list-type": "set"})
-    nodes: list[str] = Field(default_factory=list, max_length=4096)
-    colocated_jobs: list[str] = Field(default_factory=list, max_length=4096)
+    submitted: datetime | None = Field(default=None, description="When its application was created.")
+    nodes: list[Annotated[str, Field(max_length=MAX_NAME_LENGTH)]] = Field(default_factory=list, max_length=4096)
+    colocated_jobs: list[Annotated[str, Field(max_length=_NAMESPACED_NAME_LENGTH)]] = Field(
+        default_factory=list, max_length=4096, description="The jobs it ran next to: a name, or namespace/name."
+    )
     start: datetime
     end: datetime | None = None
     outcome: RunOutcome | None = None
@@ -196,6 +200,16 @@ class BatchJobStatus(ReconciledStatus):
     attempt: int = Field(default=1, ge=1, description="Which run (for its Scheduling) the state is about.")
     runs: list[RunRecord] = Field(default_factory=list, max_length=MAX_RUNS)
     run_count: int = Field(default=0, ge=0, description="Runs ever recorded (the history keeps the latest).")
+    kept_runs: int = Field(
+        default=0,
+        ge=0,
+        description="Runs kept as Run objects: every run up to this one (counting all the job's runs) has its Run.",
+    )
+
+    def numbered_runs(self) -> list[tuple[int, RunRecord]]:
+        """The runs of the history, each with its ordinal: which run of the job it is, counting all its runs
+        (1 the first) — also those the history no longer keeps."""
+        return list(enumerate(self.runs, start=self.run_count - len(self.runs) + 1))
 
 
 class BatchJob(EsiModel):

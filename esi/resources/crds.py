@@ -1,9 +1,10 @@
-"""CustomResourceDefinitions of BatchJob, Testbed and Scheduling, generated from the pydantic models.
+"""CustomResourceDefinitions of BatchJob, Testbed, Scheduling and Run, generated from the pydantic models.
 
 The models are the single source of truth: ``crd(definition)`` turns a model's JSON Schema into the
 *structural* OpenAPI schema the API server requires — references inlined, optionals as plain properties,
 open third-party specs marked ``x-kubernetes-preserve-unknown-fields`` — and adds what only a CRD has:
-names, printer columns, the status subresource and the CEL rules each model declares in ``cel_rules``.
+names, printer columns, the status subresource (for a resource with a status) and the CEL rules each model
+declares in ``cel_rules``.
 ``infra/stacks/crds.py`` writes them to ``crds/``; a test fails when the committed YAML drifts from the models.
 """
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from esi.resources.batchjob import BatchJobSpec, BatchJobStatus
 from esi.resources.meta import GROUP, VERSION, part_of_esi
+from esi.resources.run import RunSpec
 from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
 from esi.resources.testbed import TestbedSpec, TestbedStatus
 
@@ -45,8 +47,9 @@ class CrdDefinition:
     plural: str
     short_name: str
     spec: type[BaseModel]
-    status: type[BaseModel]
+    status: type[BaseModel] | None  # None: an object without status, written whole once (a Run)
     columns: tuple[PrinterColumn, ...]
+    categories: tuple[str, ...] = (CATEGORY,)  # `kubectl get esi` lists them; not Runs, of which there are many
 
     @property
     def name(self) -> str:
@@ -98,6 +101,23 @@ DEFINITIONS: tuple[CrdDefinition, ...] = (
             PrinterColumn("Waiting for", ".status.waitingFor", description="What it waits for", type="string"),
             AGE,
         ),
+    ),
+    CrdDefinition(
+        "Run",
+        "runs",
+        "run",
+        RunSpec,
+        None,
+        (
+            PrinterColumn("Job", ".spec.job"),
+            PrinterColumn("Scheduling", ".spec.scheduling", description="The Scheduling it ran for"),
+            PrinterColumn("Testbed", ".spec.testbed", description="The Testbed it ran in"),
+            PrinterColumn("Outcome", ".spec.outcome"),
+            PrinterColumn("Started", ".spec.start", "date"),
+            PrinterColumn("Runtime", ".spec.runtimeSeconds", "number", description="Seconds from start to end"),
+            AGE,
+        ),
+        categories=(),
     ),
 )
 
@@ -180,18 +200,25 @@ def _check_structural(out: dict[str, Any], path: str) -> None:
 
 def crd(definition: CrdDefinition) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CustomResourceDefinition of one esi resource."""
+    properties = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": structural_schema(definition.spec, keep_defaults=True),
+    }
+    if definition.status is not None:
+        properties["status"] = structural_schema(definition.status, keep_defaults=False)
     schema = {
         "type": "object",
         "description": (definition.spec.__doc__ or definition.kind).strip().splitlines()[0],
         "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": structural_schema(definition.spec, keep_defaults=True),
-            "status": structural_schema(definition.status, keep_defaults=False),
-        },
+        "properties": properties,
     }
+    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True}
+    if definition.status is not None:
+        version["subresources"] = {"status": {}}
+    version["additionalPrinterColumns"] = [c.to_json() for c in definition.columns]
+    version["schema"] = {"openAPIV3Schema": schema}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -205,17 +232,8 @@ def crd(definition: CrdDefinition) -> dict[str, Any]:
                 "plural": definition.plural,
                 "singular": definition.kind.lower(),
                 "shortNames": [definition.short_name],
-                "categories": [CATEGORY],
+                **({"categories": list(definition.categories)} if definition.categories else {}),
             },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [c.to_json() for c in definition.columns],
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
+            "versions": [version],
         },
     }

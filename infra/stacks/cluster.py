@@ -81,6 +81,7 @@ __all__ = [
     "check_chart_available",
     "extender_url",
     "operators_deployment_manifest",
+    "retention",
     "scheduler_config",
     "scheduler_deployment_manifest",
     "stalled_after",
@@ -197,6 +198,8 @@ class ClusterEsiArgs:
     node_selector: Mapping[str, str] = field(default_factory=dict)  # where esi's own pods may run
     install_operators: bool = True
     stalled_after: float | None = None  # seconds; None: the operators' default
+    keep_runs: int | None = None  # Runs kept per namespace; None: the operators' default
+    keep_runs_for: float | None = None  # seconds a Run is kept; None: however old
     spark_operator: HelmChart = field(default_factory=_spark_operator)
     flink_operator: HelmChart = field(default_factory=_flink_operator)
 
@@ -219,6 +222,7 @@ class ClusterEsiArgs:
             node_selector=_string_map("esi:nodeSelector", config.get_object("nodeSelector")),
             install_operators=_flag(config.get_bool("installOperators"), defaults.install_operators),
             stalled_after=stalled_after(config),
+            **retention(config),
             spark_operator=_chart(defaults.spark_operator, config.get_object("sparkOperator"), _spark_operator),
             flink_operator=_chart(defaults.flink_operator, config.get_object("flinkOperator"), _flink_operator),
         )
@@ -230,6 +234,17 @@ def stalled_after(config: pulumi.Config) -> float | None:
     if seconds is not None and not seconds > 0:
         raise ConfigError(f"esi:stalledAfter must be a positive number of seconds, not {seconds}")
     return seconds
+
+
+def retention(config: pulumi.Config) -> dict[str, Any]:
+    """``esi:keepRuns`` (Runs kept per namespace) and ``esi:keepRunsFor`` (seconds a Run is kept), as the
+    ``keep_runs`` and ``keep_runs_for`` of the stack's arguments; None when unset."""
+    count, seconds = config.get_int("keepRuns"), config.get_float("keepRunsFor")
+    if count is not None and count < 0:
+        raise ConfigError(f"esi:keepRuns must be a count of 0 or more, not {count}")
+    if seconds is not None and not seconds > 0:
+        raise ConfigError(f"esi:keepRunsFor must be a positive number of seconds, not {seconds}")
+    return {"keep_runs": count, "keep_runs_for": seconds}
 
 
 def _flag(value: bool | None, default: bool) -> bool:
@@ -328,7 +343,8 @@ class Permissions:
     roles: tuple[tuple[str, str], ...] = ()  # built-in Roles as (namespace, name), bound in their namespace
 
 
-_ESI_KINDS: Final = tuple(d.plural for d in DEFINITIONS)  # batchjobs, testbeds, schedulings
+_ESI_KINDS: Final = tuple(d.plural for d in DEFINITIONS)  # batchjobs, testbeds, schedulings, runs
+_WITH_STATUS: Final = tuple(d.plural for d in DEFINITIONS if d.status is not None)  # all but runs
 _READ: Final = ("get", "list", "watch")
 
 # python -m operators: kopf handlers (operators/*.py) that watch cluster-wide.
@@ -338,7 +354,9 @@ OPERATORS: Final = Permissions(
         # kopf patches its finalizer and progress annotations onto the objects it handles.
         Rule((GROUP,), _ESI_KINDS, (*_READ, "patch")),
         # Each reconciler writes its own status (kube/writes.py write_status: a JSON patch).
-        Rule((GROUP,), tuple(f"{kind}/status" for kind in _ESI_KINDS), ("get", "patch")),
+        Rule((GROUP,), tuple(f"{kind}/status" for kind in _WITH_STATUS), ("get", "patch")),
+        # The BatchJob reconciler keeps each finished run as a Run; retention deletes the oldest.
+        Rule((GROUP,), ("runs",), ("create", "delete")),
         # Ghost pods and applications are owned by their Testbed/BatchJob with blockOwnerDeletion, which the
         # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the finalizers.
         Rule((GROUP,), ("testbeds/finalizers", "batchjobs/finalizers"), ("update",)),
@@ -452,6 +470,8 @@ def operators_deployment_manifest(args: ClusterEsiArgs) -> dict[str, Any]:
             liveness=processes.OPERATORS.live_url(OPERATORS_HEALTH_PORT, host="0.0.0.0"),  # noqa: S104 (the kubelet probes it)
             log_level="info",
             stalled_after=args.stalled_after,
+            keep_runs=args.keep_runs,
+            keep_runs_for=args.keep_runs_for,
         ),
         "ports": [{"name": "health", "containerPort": OPERATORS_HEALTH_PORT}],
         "livenessProbe": {"httpGet": {"path": processes.OPERATORS.liveness, "port": "health"}, "periodSeconds": 20},

@@ -48,7 +48,7 @@ from infra.local_cluster import DEFAULT_WORKDIR, LocalCluster, NodeSpec
 from infra.local_cluster.real_node import RealNode, RealNodeSpec, unavailable_reason
 from infra.local_cluster.supervise import supervised
 from infra.stacks import flink_standin_process, processes, spark_operator
-from infra.stacks.cluster import stalled_after
+from infra.stacks.cluster import retention, stalled_after
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings, scheduler_configuration
 from infra.toolchain import REPO_ROOT, commands
 from sim.crds import application_crds
@@ -87,6 +87,8 @@ class LocalEsiArgs:
     spark_operator_health_port: int = 8093
     flink_standin_health_port: int = 8094
     stalled_after: float | None = None  # seconds; None: the operators' default
+    keep_runs: int | None = None  # Runs kept per namespace; None: the operators' default
+    keep_runs_for: float | None = None  # seconds a Run is kept; None: however old
 
     @classmethod
     def from_config(cls, config: pulumi.Config) -> LocalEsiArgs:
@@ -119,6 +121,7 @@ class LocalEsiArgs:
             spark_operator_health_port=config.get_int("sparkOperatorHealthPort") or defaults.spark_operator_health_port,
             flink_standin_health_port=config.get_int("flinkStandInHealthPort") or defaults.flink_standin_health_port,
             stalled_after=stalled_after(config),
+            **retention(config),
         )
 
 
@@ -582,7 +585,12 @@ class LocalEsi(pulumi.ComponentResource):
         operators = LocalComponent(
             processes.OPERATORS.name,
             argv=processes.operators_command(
-                sys.executable, kubeconfig=kubeconfig, liveness=operators_health, stalled_after=args.stalled_after
+                sys.executable,
+                kubeconfig=kubeconfig,
+                liveness=operators_health,
+                stalled_after=args.stalled_after,
+                keep_runs=args.keep_runs,
+                keep_runs_for=args.keep_runs_for,
             ),
             ready=operators_health,
             opts=after,

@@ -88,16 +88,22 @@ def operators_command(
     liveness: str | None = None,
     log_level: str | None = None,
     stalled_after: float | None = None,
+    keep_runs: int | None = None,
+    keep_runs_for: float | None = None,
     more: Sequence[str] = (),
 ) -> list[str]:
     """``python -m operators``: the reconcilers; ``liveness`` the URL it serves its liveness at, ``stalled_after``
-    the seconds a run may wait to be Running before it is Stalled (None: the operators' default)."""
+    the seconds a run may wait to be Running before it is Stalled, ``keep_runs`` the Runs kept per namespace and
+    ``keep_runs_for`` the seconds a Run is kept (None: the operators' default)."""
     stalled = None if stalled_after is None else f"{stalled_after:g}"
+    kept_for = None if keep_runs_for is None else f"{keep_runs_for:g}"
     arguments = [
         *_option("kubeconfig", kubeconfig),
         *_option("liveness", liveness),
         *_option("log-level", log_level),
         *_option("stalled-after", stalled),
+        *_option("keep-runs", keep_runs),
+        *_option("keep-runs-for", kept_for),
         *more,
     ]
     return OPERATORS.command(python, arguments)

@@ -66,7 +66,7 @@ def test_the_jobs_a_run_shares_its_nodes_with(case: Neighbours) -> None:
     assert all(n.node in case.nodes and n.start is None for n in found), "running there now, no times"
 
 
-def test_recorded_runs_on_the_nodes_are_neighbours_with_their_times() -> None:
+def test_kept_runs_on_the_nodes_are_neighbours_with_their_times() -> None:
     start, end = T0, T0 + timedelta(minutes=3)
     runs: dict[str, list[tuple[tuple[str, str], datetime, datetime | None]]] = {
         "n0": [(("team-a", "pagerank"), start, end), (JOB, start, None)],
@@ -101,7 +101,9 @@ UNBUILDABLE = {
     "queued-for-its-scheduling": Unbuildable(
         BatchJobStatus(state=BatchJobState.QUEUED, scheduling="nightly", attempt=2), 0
     ),
-    "after-an-earlier-run": Unbuildable(BatchJobStatus(state=BatchJobState.READY, runs=[EARLIER_RUN], run_count=1), 1),
+    "after-an-earlier-run": Unbuildable(
+        BatchJobStatus(state=BatchJobState.READY, runs=[EARLIER_RUN], run_count=1, kept_runs=1), 1
+    ),
 }
 
 

@@ -427,7 +427,7 @@ def test_crds_and_priority_classes_are_upserted_and_survive_destroy(deployed: De
     classes = deployed.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
 
     assert {c.inputs["metadata"]["name"] for c in crds} == {
-        f"{p}.{ESI}" for p in ("testbeds", "batchjobs", "schedulings")
+        f"{p}.{ESI}" for p in ("testbeds", "batchjobs", "schedulings", "runs")
     }
     assert {c.inputs["metadata"]["name"]: c.inputs["value"] for c in classes} == {
         "esi-ghost": 1_000_000,
@@ -641,6 +641,8 @@ def test_config_values_are_read(config: Callable[[Mapping[str, Any]], ClusterEsi
         ({"sparkOperator": {"versoin": "2.4.0"}}, "esi:sparkOperator"),
         ({"flinkOperator": {"values": ["x"]}}, "esi:flinkOperator.values"),
         ({"stalledAfter": "0"}, "esi:stalledAfter"),
+        ({"keepRuns": "-1"}, "esi:keepRuns"),
+        ({"keepRunsFor": "0"}, "esi:keepRunsFor"),
     ],
     ids=[
         "labels-not-a-map",
@@ -649,6 +651,8 @@ def test_config_values_are_read(config: Callable[[Mapping[str, Any]], ClusterEsi
         "chart-unknown-key",
         "chart-values-not-a-map",
         "stall-not-positive",
+        "keep-runs-negative",
+        "keep-runs-for-not-positive",
     ],
 )
 def test_malformed_config_names_its_key(
@@ -666,14 +670,25 @@ def test_a_label_value_yaml_read_as_a_float_is_refused_with_how_to_quote_it(
         config({"nodeSelector": {"pool": 2.57e73}})
 
 
+def command(args: ClusterEsiArgs) -> list[str]:
+    """The operators' command line, as the stack deploys it."""
+    return list(operators_deployment_manifest(args)["spec"]["template"]["spec"]["containers"][0]["command"])
+
+
 def test_a_stall_time_set_in_config_reaches_the_operators(
     config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
 ) -> None:
-    def command(args: ClusterEsiArgs) -> list[str]:
-        return list(operators_deployment_manifest(args)["spec"]["template"]["spec"]["containers"][0]["command"])
-
     assert not any(a.startswith("--stalled-after") for a in command(config({}))), "unset: the operators' default"
     assert "--stalled-after=90" in command(config({"stalledAfter": "90"}))
+
+
+def test_a_retention_set_in_config_reaches_the_operators(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    assert not any(a.startswith("--keep-runs") for a in command(config({}))), "unset: the operators' default"
+    assert {"--keep-runs=500", "--keep-runs-for=86400"} <= set(
+        command(config({"keepRuns": "500", "keepRunsFor": "86400"}))
+    )
 
 
 def test_the_committed_cluster_stack_config_is_valid(config: Callable[[Mapping[str, Any]], ClusterEsiArgs]) -> None:
