@@ -7,7 +7,6 @@ namespace, and those older than the age kept). Runs are written by the BatchJob 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime
 from typing import Any, Final
@@ -63,5 +62,4 @@ async def _start_pruning(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.cleanup()
 async def _stop_pruning(memo: kopf.Memo, **_: Any) -> None:
     memo.pruning.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await memo.pruning
+    await asyncio.wait([memo.pruning])  # not awaited: that would swallow a cancellation of this handler
