@@ -48,7 +48,15 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from esi.decisions.events import Event
-from esi.resources.batchjob import ACTIVE_STATES, MAX_RUNS, BatchJobState, BatchJobStatus, RunOutcome, RunRecord
+from esi.resources.batchjob import (
+    ACTIVE_STATES,
+    MAX_REASON,
+    MAX_RUNS,
+    BatchJobState,
+    BatchJobStatus,
+    RunOutcome,
+    RunRecord,
+)
 from esi.resources.meta import ConditionStatus, set_conditions
 from esi.resources.testbed import Slot
 
@@ -242,7 +250,7 @@ class _Step:
     def release(self) -> None:
         """The holding Scheduling let go (or another took over): remove the application, then be Ready."""
         self._complete_last_run()
-        self._close_run(RunOutcome.CANCELLED)
+        self._close_run(RunOutcome.CANCELLED, f"scheduling {self.status.scheduling} let the job go while it ran")
         if self.observation.application is not None or self.observation.leftover_pods:
             if self.observation.application is not None:
                 self.actions.append(DeleteApplication())
@@ -270,7 +278,9 @@ class _Step:
                     message=f"removing the application of run {self.status.attempt} before run {holder.attempt}"
                 )
                 return
-            self._close_run(RunOutcome.FAILED)
+            self._close_run(
+                RunOutcome.FAILED, f"scheduling {holder.scheduling} ran the job again (run {holder.attempt})"
+            )
             self.update(state=BatchJobState.QUEUED, attempt=holder.attempt, submitted_at=None)
         state = self.status.state
         if state.finished:
@@ -389,10 +399,11 @@ class _Step:
         if not self._run_open():
             self._append_run(holder, application.nodes, self.now)
 
-    def _close_run(self, outcome: RunOutcome) -> None:
+    def _close_run(self, outcome: RunOutcome, reason: str | None) -> None:
         if self._run_open():
             self._complete_last_run()
-            closed = self.status.runs[-1].model_copy(update={"end": self.now, "outcome": outcome})
+            reason = reason[:MAX_REASON] if reason is not None else None
+            closed = self.status.runs[-1].model_copy(update={"end": self.now, "outcome": outcome, "reason": reason})
             self.update(runs=[*self.status.runs[:-1], closed])
 
     def _finish(self, state: BatchJobState, outcome: RunOutcome, message: str) -> None:
@@ -401,7 +412,7 @@ class _Step:
             # Finished without Running ever being seen (a short job, a restart): still a run, from submission.
             nodes = self.observation.application.nodes if self.observation.application else ()
             self._append_run(holder, nodes, self.status.submitted_at or self.now)
-        self._close_run(outcome)
+        self._close_run(outcome, None if outcome == RunOutcome.SUCCEEDED else message)
         self.update(state=state, message=message)
 
     def result(self, generation: int | None) -> BatchJobDecision:

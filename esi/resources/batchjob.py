@@ -25,6 +25,7 @@ from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, EsiModel, ObjectMet
 
 __all__ = [
     "ACTIVE_STATES",
+    "MAX_REASON",
     "MAX_RUNS",
     "BatchJob",
     "BatchJobSpec",
@@ -165,6 +166,9 @@ class RunOutcome(StrEnum):
     CANCELLED = "Cancelled"  # released or deleted while it ran
 
 
+MAX_REASON: Final = 1024  # characters of a run's reason; a longer one is cut
+
+
 class RunRecord(EsiModel):
     """One run of the job: when, where, next to whom, and how it ended (open while ``end`` is absent)."""
 
@@ -180,6 +184,11 @@ class RunRecord(EsiModel):
     start: datetime
     end: datetime | None = None
     outcome: RunOutcome | None = None
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON,
+        description="Why it failed or was cancelled, in a sentence; absent otherwise.",
+    )
     incomplete: str | None = Field(
         default=None,
         description="What this record could not learn, and why (its nodes, and so its co-located jobs, when "

@@ -255,6 +255,15 @@ def test_an_application_failure_fails_the_job_with_the_operators_words() -> None
     assert decisions[-1].status.state == BatchJobState.FAILED
     assert decisions[-1].status.message == "driver exited with code 1", "the reason stays while the job is held"
     assert decisions[-1].status.runs[-1].outcome == RunOutcome.FAILED
+    assert decisions[-1].status.runs[-1].reason == "driver exited with code 1", "the run keeps why it failed"
+
+
+def test_a_cancelled_run_says_who_let_it_go_and_a_succeeded_one_gives_no_reason() -> None:
+    cancelled = run(TRANSITIONS["release-while-running-cancels-the-run-and-removes-the-application"].observations)
+    succeeded = run(TRANSITIONS["a-finished-job-does-not-run-again-for-the-same-scheduling"].observations)
+
+    assert cancelled[-1].status.runs[-1].reason == "scheduling sched-a let the job go while it ran"
+    assert succeeded[-1].status.runs[-1].reason is None
 
 
 def test_a_retry_removes_the_failed_application_first_then_runs_again() -> None:
