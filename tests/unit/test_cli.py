@@ -523,9 +523,14 @@ def test_json_output_is_the_apis_answer() -> None:
     assert '"nodeId": 0' in result.stdout
 
 
-def test_count_is_required_and_positive() -> None:
+def test_count_is_required_and_positive_and_the_api_judges_the_rest() -> None:
+    api = FakeApi().answer("POST", TESTBED_NODES, 422, refusal("invalid request: count", ("count", "at most 4096")))
+
     assert run(FakeApi(), "label-nodes", "tb").exit_code == 2
     assert run(FakeApi(), "label-nodes", "tb", "--count", "0").exit_code == 2
+    too_many = run(api, "label-nodes", "tb", "--count", "5000")
+    assert (too_many.exit_code, api.body()["count"]) == (1, 5000)
+    assert "count: at most 4096" in too_many.stderr
 
 
 # ---------------------------------------------------------------------------------------------- watching

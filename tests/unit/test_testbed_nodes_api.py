@@ -83,8 +83,13 @@ def _response(code: int, message: str) -> httpx2.Response:
 def api_with(kube: FakeKube, authenticator: Any = None, slots: list[dict[str, Any]] | None = None) -> TestClient:
     cache = ResourceCache()
     spec = {"nodeLabel": LABEL, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}}
-    status = {"slots": slots} if slots else {}
-    cache.testbeds.observed(stored(testbed_manifest(**spec), "tb", namespace="default", **status))
+    manifest = testbed_manifest(**spec)
+    testbed = (
+        stored(manifest, "tb", namespace="default", slots=slots)
+        if slots
+        else stored(manifest, "tb", namespace="default")
+    )
+    cache.testbeds.observed(testbed)
     other = testbed_manifest(nodeLabel="esi.test/other")
     cache.testbeds.observed(stored(other, "other", namespace="elsewhere"))
     app = create_api_app(authenticator or StaticToken(TOKEN), cache=cache, kube=kube)  # type: ignore[arg-type]
