@@ -628,14 +628,15 @@ def label_nodes(  # noqa: PLR0917 (typer passes what the command declares)
     namespace: NamespaceOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Set a Testbed up on the COUNT nodes with the most room: label them with its node label, and only them.
+    """Set a Testbed up on the COUNT nodes with the most room: label them, and only them.
 
-    A node fits when it is Ready, not cordoned, has no NoSchedule/NoExecute taint the Testbed does not tolerate,
-    carries no other Testbed's node label, and its pods (the Testbed's own not counted) leave room for
-    slotsPerNode slots; the most room (in slots) first, ties by name. Nodes that carry the label keep their id,
-    new ones get the smallest free ids, the Testbed's other nodes lose the label. Refused, changing nothing,
-    when fewer fit (saying what each node lacks) or when a node that would lose the label holds a Reserved or
-    Occupied slot. Needs patch on nodes.
+    A node fits when it is Ready, not cordoned, has no NoSchedule/NoExecute taint the
+    Testbed does not tolerate, carries no other Testbed's node label, and its pods (the
+    Testbed's own not counted) leave room for slotsPerNode slots. The most room (in slots)
+    comes first, ties by name. Nodes with the label keep their id, new ones get the smallest
+    free ids, the Testbed's other nodes lose the label. Refused, changing nothing, when fewer
+    fit (saying what each node lacks) or when a node that would lose the label holds a
+    Reserved or Occupied slot. Needs patch on nodes.
     """
     session = _session(ctx, namespace, output)
     with session.client() as client:
