@@ -104,8 +104,11 @@ class Authenticator(Protocol):
         """Whose token this is; ``Refusal(401, ...)`` if none or not valid."""
         ...
 
-    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
-        """Return if ``principal`` may ``verb`` esi's ``resource`` in ``namespace``; else ``Refusal(403, ...)``."""
+    async def authorize(
+        self, principal: Principal, verb: str, resource: str, namespace: str, *, group: str = GROUP
+    ) -> None:
+        """Return if ``principal`` may ``verb`` ``resource`` of API ``group`` (esi's unless told) in ``namespace``
+        (``""``: cluster-wide, as a cluster-scoped resource asks); else ``Refusal(403, ...)``."""
         ...
 
 
@@ -155,7 +158,9 @@ class StaticToken:
             raise Refusal(401, self._refused)
         return Principal(LOCAL_PRINCIPAL)
 
-    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+    async def authorize(
+        self, principal: Principal, verb: str, resource: str, namespace: str, *, group: str = GROUP
+    ) -> None:
         return None
 
 
@@ -210,7 +215,7 @@ class _ExpiringCache(Generic[K, V]):
             del self._entries[oldest_key]
 
 
-_AccessKey = tuple[str, tuple[str, ...], str | None, tuple[tuple[str, tuple[str, ...]], ...], str, str, str]
+_AccessKey = tuple[str, tuple[str, ...], str | None, tuple[tuple[str, tuple[str, ...]], ...], str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -260,13 +265,16 @@ class KubernetesAuth:
             raise Refusal(401, identity)
         return identity
 
-    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+    async def authorize(
+        self, principal: Principal, verb: str, resource: str, namespace: str, *, group: str = GROUP
+    ) -> None:
         extra = tuple(sorted(principal.extra.items()))
-        key: _AccessKey = (principal.name, principal.groups, principal.uid, extra, verb, resource, namespace)
+        key: _AccessKey = (principal.name, principal.groups, principal.uid, extra, verb, group, resource, namespace)
         decision = self._decisions.get(key)
         if decision is None:
-            status = await self._review_access(principal, verb, resource, namespace)
-            decision = _Decision(None if status.allowed else _forbidden(status, principal, verb, resource, namespace))
+            status = await self._review_access(principal, verb, group, resource, namespace)
+            refusal = _forbidden(status, principal, verb, _qualified(resource, group), namespace)
+            decision = _Decision(None if status.allowed else refusal)
             self._decisions.put(key, decision)
         if decision.refusal is not None:
             raise Refusal(403, decision.refusal)
@@ -280,9 +288,9 @@ class KubernetesAuth:
         return answer.status or TokenReviewStatus()
 
     async def _review_access(
-        self, principal: Principal, verb: str, resource: str, namespace: str
+        self, principal: Principal, verb: str, group: str, resource: str, namespace: str
     ) -> SubjectAccessReviewStatus:
-        attributes = ResourceAttributes(group=GROUP, resource=resource, verb=verb, namespace=namespace or None)
+        attributes = ResourceAttributes(group=group, resource=resource, verb=verb, namespace=namespace or None)
         review = SubjectAccessReview(
             spec=SubjectAccessReviewSpec(
                 user=principal.name,
@@ -317,18 +325,24 @@ def _identity(status: TokenReviewStatus, audiences: Sequence[str]) -> Principal 
     )
 
 
+def _qualified(resource: str, group: str) -> str:
+    """A resource as RBAC names it: ``testbeds.esi.tu-berlin.de``, or ``nodes`` (the core group)."""
+    return f"{resource}.{group}" if group else resource
+
+
 def _forbidden(
     status: SubjectAccessReviewStatus, principal: Principal, verb: str, resource: str, namespace: str
 ) -> str:
+    """The 403 reason; ``resource`` as RBAC names it (``_qualified``)."""
     where = f"in namespace {namespace}" if namespace else "in all namespaces"
     # The reason, as kube-apiserver gives it in its own 403s (RBAC leaves it empty when nothing matched).
     reason = f": {status.reason}" if status.reason else ""
     if principal == ANONYMOUS:
         reason += (
             f" (no bearer token was sent: send 'Authorization: Bearer <token>', or have an administrator grant "
-            f"{ANONYMOUS.name} {verb} on {resource}.{GROUP} {where})"
+            f"{ANONYMOUS.name} {verb} on {resource} {where})"
         )
-    return f"forbidden: {principal.name} may not {verb} {resource} {where}{reason}"
+    return f"forbidden: {principal.name} may not {verb} {resource.removesuffix(f'.{GROUP}')} {where}{reason}"
 
 
 def _unavailable(review: str, err: httpx2.HTTPError) -> str:

@@ -4,7 +4,8 @@ with — each an ``Annotated`` alias for a route's parameters, read from the app
 ``create_api_app`` puts what these read on ``app.state``; a test swaps any of them with
 ``app.dependency_overrides``. ``AskedView`` is the ``view`` query parameter: the original's shape unless a
 client asks for esi's. ``may(verb, *resources)`` is the route-level permission check: the caller's
-token must allow ``verb`` on each resource in the namespace (``api.auth``).
+token must allow ``verb`` on each resource in the namespace (``api.auth``); ``may_cluster_wide`` the same for a
+cluster-scoped resource of any API group.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from api.cache import ResourceCache
 from esi.resources.meta import NAMESPACE_PATTERN
 from esi.wire.rest import View
 
-__all__ = ["AskedView", "Auth", "Cache", "Caller", "Kube", "Namespace", "bearer", "may"]
+__all__ = ["AskedView", "Auth", "Cache", "Caller", "Kube", "Namespace", "bearer", "may", "may_cluster_wide"]
 
 bearer = HTTPBearer(auto_error=False, description="A Kubernetes token (in a cluster) or the local stack's token.")
 
@@ -87,10 +88,20 @@ Caller = Annotated[Principal, Depends(_caller)]
 
 
 def may(verb: str, *resources: str) -> Any:
-    """A route dependency: the caller may ``verb`` each of ``resources`` in the namespace, or is refused."""
+    """A route dependency: the caller may ``verb`` each of esi's ``resources`` in the namespace, or is refused."""
 
     async def check(authenticator: Auth, caller: Caller, namespace: Namespace) -> None:
         for resource in resources:
             await authenticator.authorize(caller, verb, resource, namespace)
+
+    return Depends(check)
+
+
+def may_cluster_wide(verb: str, resource: str, *, group: str) -> Any:
+    """A route dependency: the caller may ``verb`` the cluster-scoped ``resource`` of API ``group`` (``""``: the
+    core group, as for nodes), or is refused."""
+
+    async def check(authenticator: Auth, caller: Caller) -> None:
+        await authenticator.authorize(caller, verb, resource, "", group=group)
 
     return Depends(check)

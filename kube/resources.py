@@ -19,6 +19,7 @@ from esi.resources.meta import GROUP, VERSION
 __all__ = [
     "API_SERVER_SLICE",
     "BatchJobResource",
+    "NodeObjects",
     "PodObjects",
     "RunResource",
     "SchedulingResource",
@@ -40,6 +41,12 @@ class PodObjects(GenericNamespacedResource):
     for every pod manifest)."""
 
     _api_info = create_api_info("", "v1", "Pod", "pods")
+
+
+class NodeObjects(GenericGlobalResource):
+    """Nodes read as the plain dicts the API server sent (as ``PodObjects``), and patched by name."""
+
+    _api_info = create_api_info("", "v1", "Node", "nodes")
 
 
 def plain(item: GenericNamespacedResource | GenericGlobalResource) -> dict[str, Any]:

@@ -5,13 +5,14 @@ What it keeps and what it answers differently: docs/compatibility.md#rest-routes
 
 =============================  ==========================================================================
 ``api.routes.overview``        ``GET /external/overview``: one namespace at a glance
-``api.routes.testbeds``        ``GET /external/testbeds``, ``/testbeds/{name}``
+``api.routes.testbeds``        ``GET /external/testbeds``, ``/testbeds/{name}``; ``POST /testbeds/{name}/nodes``
 ``api.routes.batchjobs``       ``GET /external/jobs``, ``/jobs/{name}``; ``PUT /external/jobs``
 ``api.routes.schedulings``     ``GET``/``POST /external/schedulings``; ``GET``/``DELETE /schedulings/{name}``
 ``api.routes.answers``         how they answer: JSON rendered once, in the view asked for
 =============================  ==========================================================================
 
-Reads come from the watch cache (``api.cache``), writes go to the API server and their answer is put into the
+Reads come from the watch cache (``api.cache``) — only the rare ``POST /testbeds/{name}/nodes`` lists nodes and
+pods from the API server —, writes go to the API server and their answer is put into the
 cache at once. Every route is authorized (a caller without a token is ``system:anonymous``): what the caller
 may do is decided per namespace and resource (``api.auth``, checked by ``api.dependencies.may``). Refusals
 have one shape (``api.problems``): 404 for what does not exist (also on DELETE), 409 for conflicts, 422 with

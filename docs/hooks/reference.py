@@ -86,6 +86,8 @@ CONFIG_KEYS: Mapping[str, str] = {
     "again by `pulumi destroy`.",
     "nodeSelector": "Where esi's own pods may run; empty: anywhere.",
     "installOperators": "`false` leaves both Helm releases (Spark and Flink operator) out.",
+    "labelNodes": "`false` leaves out the API's permission to list and label nodes, which only `esi label-nodes` "
+    "uses ([set up a Testbed's nodes](../how-to/install-on-a-cluster.md#labelling-nodes)).",
     "sparkOperator": "The kubeflow Spark operator's Helm release: `install`, `version`, `repo`, `namespace`, "
     "`values` (merged over esi's: all job namespaces, webhook off).",
     "flinkOperator": "The Apache Flink Kubernetes operator's Helm release: `install`, `version`, `repo`, "

@@ -71,6 +71,8 @@ from esi.wire.rest import (
     Overview,
     ResourceModification,
     SchedulingSubmission,
+    TestbedNodes,
+    TestbedNodesRequest,
     View,
 )
 
@@ -291,6 +293,7 @@ _JOB = _model(TypeAdapter(ExternalBatchJob))
 _JOBS = _model(TypeAdapter(dict[str, ExternalBatchJob]))
 _SCHEDULING = _model(TypeAdapter(ExternalScheduling))
 _SCHEDULINGS = _model(TypeAdapter(list[ExternalScheduling]))
+_TESTBED_NODES = _model(TypeAdapter(TestbedNodes))
 
 
 def _submitted(response: httpx.Response) -> Submitted:
@@ -336,6 +339,12 @@ def _slots(name: str, testbed: str, jobs: Mapping[str, Sequence[int]], strict: b
 
 def _external_scheduler_body(name: str, data: Mapping[str, Sequence[Mapping[str, str]]]) -> dict[str, Any]:
     return {"name": name, "externalScheduler": {key: [dict(entry) for entry in value] for key, value in data.items()}}
+
+
+def _label_nodes_call(testbed: str, count: int, dry_run: bool) -> _Call[TestbedNodes]:
+    # Not validated here: the API's 422 names the field, as for every other request.
+    body = TestbedNodesRequest.model_construct(count=count, dry_run=dry_run).model_dump(mode="json")
+    return _Call("POST", _external("testbeds", testbed, "nodes"), _TESTBED_NODES, body=body, viewed=False)
 
 
 def _read(response: httpx.Response, read: Callable[[httpx.Response], T]) -> T:
@@ -616,6 +625,11 @@ class EsiClient(_Base):
     def testbed(self, name: str) -> ExternalTestbed:
         return self._send(_Call("GET", _external("testbeds", name), _TESTBED))
 
+    def label_nodes(self, testbed: str, count: int, *, dry_run: bool = False) -> TestbedNodes:
+        """Set the Testbed up on the ``count`` nodes with the most room: label them, and only them, with its node
+        label (``dry_run``: only say which). ``Conflict`` when too few fit, naming each node's problem."""
+        return self._send(_label_nodes_call(testbed, count, dry_run))
+
     def jobs(self) -> dict[str, ExternalBatchJob]:
         """Every BatchJob, by name."""
         return self._send(_Call("GET", _external("jobs"), _JOBS))
@@ -759,6 +773,9 @@ class AsyncEsiClient(_Base):
 
     async def testbed(self, name: str) -> ExternalTestbed:
         return await self._send(_Call("GET", _external("testbeds", name), _TESTBED))
+
+    async def label_nodes(self, testbed: str, count: int, *, dry_run: bool = False) -> TestbedNodes:
+        return await self._send(_label_nodes_call(testbed, count, dry_run))
 
     async def jobs(self) -> dict[str, ExternalBatchJob]:
         return await self._send(_Call("GET", _external("jobs"), _JOBS))

@@ -57,6 +57,7 @@ from esi.wire.rest import (
     FieldProblem,
     Overview,
     SchedulingSubmission,
+    TestbedNodes,
     external_scheduling,
     field_problems,
 )
@@ -599,6 +600,48 @@ def show_schedulings(
         else:
             one = client.scheduling(name)
             _emit(session, one, lambda: _scheduling_detail(one))
+
+
+def _testbed_nodes(answer: TestbedNodes) -> RenderableType:
+    verb = "would be" if answer.dry_run else "are"
+    head = Text(
+        f"Testbed {answer.testbed}'s nodes {verb} ({answer.node_label}):"
+        + (" a dry run, no node is labelled" if answer.dry_run else ""),
+        style="bold",
+    )
+    table = _table("NODE", "ID", "FREE CPU", "FREE MEMORY", "ROOM (SLOTS)", "LABEL")
+    for node in answer.nodes:
+        label = Text("set" if node.labelled else "kept", style="green" if node.labelled else "dim")
+        table.add_row(node.name, str(node.node_id), node.free_cpu, node.free_memory, str(node.room), label)
+    parts: list[RenderableType] = [head, table]
+    if answer.unlabelled:
+        parts.append(Text(f"label {'to be ' if answer.dry_run else ''}removed from: {', '.join(answer.unlabelled)}"))
+    return Group(*parts)
+
+
+@app.command("label-nodes")
+def label_nodes(  # noqa: PLR0917 (typer passes what the command declares)
+    ctx: typer.Context,
+    testbed: Annotated[str, typer.Argument(help="The Testbed to set up.")],
+    count: Annotated[int, typer.Option("--count", "-c", min=1, help="How many nodes it is to have.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show the choice; label no node.")] = False,
+    namespace: NamespaceOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Set a Testbed up on the COUNT nodes with the most room: label them, and only them.
+
+    A node fits when it is Ready, not cordoned, has no NoSchedule/NoExecute taint the
+    Testbed does not tolerate, carries no other Testbed's node label, and its pods (the
+    Testbed's own not counted) leave room for slotsPerNode slots. The most room (in slots)
+    comes first, ties by name. Nodes with the label keep their id, new ones get the smallest
+    free ids, the Testbed's other nodes lose the label. Refused, changing nothing, when fewer
+    fit (saying what each node lacks) or when a node that would lose the label holds a
+    Reserved or Occupied slot. Needs patch on nodes.
+    """
+    session = _session(ctx, namespace, output)
+    with session.client() as client:
+        answer = client.label_nodes(testbed, count, dry_run=dry_run)
+    _emit(session, answer, lambda: _testbed_nodes(answer))
 
 
 class ManifestError(ValueError):

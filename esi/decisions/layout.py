@@ -29,7 +29,16 @@ from typing import TypeVar
 
 from esi.resources.testbed import Toleration
 
-__all__ = ["NodeLabels", "SlotLayout", "SlotPlace", "Taint", "layout_slots", "offers_slots", "testbeds_of_node"]
+__all__ = [
+    "NodeLabels",
+    "SlotLayout",
+    "SlotPlace",
+    "Taint",
+    "layout_slots",
+    "offers_slots",
+    "testbeds_of_node",
+    "untolerated_taints",
+]
 
 _INTEGER = re.compile(r"^[0-9]{1,18}$")
 T = TypeVar("T")
@@ -111,7 +120,7 @@ def layout_slots(
         if not offers_slots(node.labels, label):
             continue
         value = node.labels[label]
-        kept_off = [t for t in node.taints if t.keeps_pods_off and not _tolerated(t, tolerations)]
+        kept_off = untolerated_taints(node.taints, tolerations)
         if kept_off:
             taints = ", ".join(map(str, kept_off))
             untolerated.append(
@@ -156,8 +165,14 @@ def _slot_id(place: SlotPlace) -> int:
     return place.id  # unique: the order of the ids is the order of the places
 
 
-def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
-    return any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
+def untolerated_taints(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> list[Taint]:
+    """The taints that keep the Testbed's pods off a node: NoSchedule or NoExecute, and none of ``tolerations``
+    tolerates them."""
+    return [
+        taint
+        for taint in taints
+        if taint.keeps_pods_off and not any(t.tolerates(taint.key, taint.value, taint.effect) for t in tolerations)
+    ]
 
 
 def _assign_ids(places: Sequence[tuple[str, int]], keep: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:

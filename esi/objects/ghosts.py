@@ -9,11 +9,12 @@ Testbed removes them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from esi.decisions.layout import Taint
-from esi.decisions.testbed_lifecycle import CreateGhost, NodeView, PodPhase, PodView, Resources
+from esi.decisions.node_choice import NodeFacts
+from esi.decisions.testbed_lifecycle import FINISHED_PHASES, CreateGhost, NodeView, PodPhase, PodView, Resources
 from esi.objects.names import (
     GHOST_PRIORITY_CLASS,
     JOB_LABEL,
@@ -22,6 +23,7 @@ from esi.objects.names import (
     SLOT_ANNOTATION,
     TESTBED_LABEL,
     slot_of,
+    testbed_of,
 )
 from esi.objects.owners import owner_reference
 from esi.objects.pod_status import last_container_end
@@ -29,7 +31,16 @@ from esi.resources.meta import API_VERSION, PodRole, part_of_esi
 from esi.resources.quantity import Quantity, QuantityError
 from esi.resources.testbed import Toleration
 
-__all__ = ["GHOST_IMAGE", "ghost_name", "ghost_pod", "node_view", "pod_requests", "pod_view"]
+__all__ = [
+    "GHOST_IMAGE",
+    "ghost_name",
+    "ghost_pod",
+    "node_facts",
+    "node_view",
+    "other_requests",
+    "pod_requests",
+    "pod_view",
+]
 
 GHOST_IMAGE = "registry.k8s.io/pause:3.10"
 _ZERO = Quantity(0)
@@ -121,4 +132,35 @@ def node_view(node: Mapping[str, Any], other_requests: Resources) -> NodeView:
             Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
             for t in (node.get("spec") or {}).get("taints") or ()
         ),
+    )
+
+
+def other_requests(pods: Iterable[Mapping[str, Any]], namespace: str, testbed: str) -> dict[str, Resources]:
+    """Per node, what its unfinished pods request, the ghosts and executors of Testbed ``testbed`` in ``namespace``
+    not counted: the requests its slots would be beside."""
+    sums: dict[str, Resources] = {}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
+            continue
+        if metadata.get("namespace") == namespace and testbed_of(metadata.get("labels") or {}) == testbed:
+            continue
+        requests, before = pod_requests(pod), sums.get(node, Resources(_ZERO, _ZERO))
+        sums[node] = Resources(before.cpu + requests.cpu, before.memory + requests.memory)
+    return sums
+
+
+def node_facts(node: Mapping[str, Any], requested: Resources) -> NodeFacts:
+    """A node as ``esi.decisions.node_choice`` reads it, with what its other pods request (``other_requests``)."""
+    view = node_view(node, requested)
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return NodeFacts(
+        name=view.name,
+        labels=view.labels,
+        allocatable=view.allocatable,
+        requested=requested,
+        taints=view.taints,
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
     )

@@ -24,10 +24,11 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from esi.decisions.node_choice import NodeChoice
 from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
 from esi.resources.meta import Condition, EsiModel, ObjectReference
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
-from esi.resources.testbed import Slot, SlotState, Testbed, TestbedState
+from esi.resources.testbed import MAX_SLOTS, Slot, SlotState, Testbed, TestbedState
 
 __all__ = [
     "ESI_STATE_NAMES",
@@ -51,6 +52,9 @@ __all__ = [
     "ResourceModification",
     "SchedulingSubmission",
     "SchedulingSummary",
+    "TestbedNode",
+    "TestbedNodes",
+    "TestbedNodesRequest",
     "TestbedSummary",
     "View",
     "external_batchjob",
@@ -59,6 +63,7 @@ __all__ = [
     "field_problems",
     "overview",
     "scheduling_spec",
+    "testbed_nodes",
     "view_json",
 ]
 
@@ -319,6 +324,56 @@ class ResourceModification(_Wire):
 
     action: Literal["ADDED", "MODIFIED", "DELETED", "ERROR"]
     resource: Any
+
+
+class TestbedNodesRequest(EsiModel):
+    """``POST /external/testbeds/{name}/nodes``: set the Testbed up on this many nodes (esi's own route)."""
+
+    count: int = Field(ge=1, le=MAX_SLOTS, description="How many nodes the Testbed is to have.")
+    dry_run: bool = Field(default=False, description="Only answer the choice; label no node.")
+
+
+class TestbedNode(_Wire):
+    """A node chosen for a Testbed."""
+
+    name: str
+    node_id: int = Field(description="Its id: the value of the Testbed's node label on it.")
+    free_cpu: str = Field(description="The cpu its pods leave unrequested, the Testbed's own not counted.")
+    free_memory: str = Field(description="The memory its pods leave unrequested, the Testbed's own not counted.")
+    room: int = Field(description="Whole slots of the Testbed's size that room holds (it gets slotsPerNode).")
+    labelled: bool = Field(description="Its label is written now (false: it carried it with this id already).")
+
+
+class TestbedNodes(_Wire):
+    """The Testbed's nodes after ``POST /external/testbeds/{name}/nodes`` (with ``dryRun``: as they would be)."""
+
+    testbed: str
+    namespace: str
+    node_label: str
+    dry_run: bool
+    nodes: list[TestbedNode] = Field(description="Ordered by node id.")
+    unlabelled: list[str] = Field(default_factory=list, description="Nodes of the Testbed that lose its label.")
+
+
+def testbed_nodes(testbed: Testbed, choice: NodeChoice, *, dry_run: bool) -> TestbedNodes:
+    return TestbedNodes(
+        testbed=testbed.metadata.name,
+        namespace=testbed.metadata.namespace or "",
+        node_label=testbed.spec.node_label,
+        dry_run=dry_run,
+        nodes=[
+            TestbedNode(
+                name=node.name,
+                node_id=node.node_id,
+                free_cpu=str(node.free.cpu),
+                free_memory=str(node.free.memory),
+                room=node.room,
+                labelled=not node.kept,
+            )
+            for node in choice.chosen
+        ],
+        unlabelled=list(choice.remove_labels),
+    )
 
 
 _ORIGINAL_SHAPES: Final[dict[type[EsiModel], TypeAdapter[Any]]] = {

@@ -36,7 +36,7 @@ from __future__ import annotations
 import http.client
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "DEFAULT_SCHEDULER_IMAGE",
     "EXTENDER_PORT",
+    "NODE_LABELLING",
     "OPERATORS",
     "SCHEDULER",
     "ApplicationOperators",
@@ -78,6 +79,7 @@ __all__ = [
     "Rule",
     "SecondSchedulerDeployment",
     "api_deployment_manifest",
+    "api_permissions",
     "check_chart_available",
     "extender_url",
     "operators_deployment_manifest",
@@ -197,6 +199,7 @@ class ClusterEsiArgs:
     node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # node name -> labels to add
     node_selector: Mapping[str, str] = field(default_factory=dict)  # where esi's own pods may run
     install_operators: bool = True
+    label_nodes: bool = True  # the API may label nodes for Testbeds (esi label-nodes): list and patch on nodes
     stalled_after: float | None = None  # seconds; None: the operators' default
     keep_runs: int | None = None  # Runs kept per namespace; None: the operators' default
     keep_runs_for: float | None = None  # seconds a Run is kept; None: however old
@@ -221,6 +224,7 @@ class ClusterEsiArgs:
             node_labels=_node_labels(config.get_object("nodeLabels")),
             node_selector=_string_map("esi:nodeSelector", config.get_object("nodeSelector")),
             install_operators=_flag(config.get_bool("installOperators"), defaults.install_operators),
+            label_nodes=_flag(config.get_bool("labelNodes"), defaults.label_nodes),
             stalled_after=stalled_after(config),
             **retention(config),
             spark_operator=_chart(defaults.spark_operator, config.get_object("sparkOperator"), _spark_operator),
@@ -387,6 +391,16 @@ API: Final = Permissions(
         Rule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),
     ),
 )
+
+# POST /external/testbeds/{name}/nodes (esi label-nodes): the API reads every node and labels the chosen ones.
+# Granted unless esi:labelNodes is false; without it that route answers 502 and nothing else changes.
+NODE_LABELLING: Final = (Rule(("",), ("nodes",), ("list", "patch")),)
+
+
+def api_permissions(args: ClusterEsiArgs) -> Permissions:
+    """The API's permissions in this installation: ``API``, and ``NODE_LABELLING`` unless left out."""
+    return replace(API, cluster_rules=API.cluster_rules + NODE_LABELLING) if args.label_nodes else API
+
 
 # The second kube-scheduler, as upstream's "Configure Multiple Schedulers" sets one up: the scheduler's and
 # the volume scheduler's built-in roles, and reading the authentication configuration in kube-system.
@@ -968,7 +982,7 @@ class ClusterEsi(pulumi.ComponentResource):
         NodeLabels(f"{name}-node-labels", args.node_labels, opts=inside)
         rbac = {
             p.component: EsiRbac(f"{name}-{p.component}", p, args.namespace, depends_on=[namespace], opts=inside)
-            for p in (OPERATORS, API, SCHEDULER)
+            for p in (OPERATORS, api_permissions(args), SCHEDULER)
         }
         SecondSchedulerDeployment(f"{name}-scheduler", args, depends_on=[namespace, rbac["scheduler"]], opts=inside)
         api = EsiApi(f"{name}-api", args, depends_on=[namespace, rbac["api"], crds], opts=inside)

@@ -148,6 +148,8 @@ def _check_rbac(client: Client, namespace: str) -> None:
     assert not may("api", "create", "pods")
     assert not may("api", "create", "pods", subresource="eviction")
     assert not may("api", "patch", "schedulings", subresource="status", **esi)
+    assert may("api", "patch", "nodes", where=None), "esi label-nodes (esi:labelNodes)"
+    assert not may("api", "delete", "nodes", where=None)
     assert may("scheduler", "create", "pods", subresource="binding")
     leases = {"group": "coordination.k8s.io", "where": namespace}
     assert may("scheduler", "update", "leases", name=SCHEDULER_NAME, **leases)

@@ -462,3 +462,12 @@ def test_an_api_server_outage_is_unavailable_not_a_refusal_and_not_cached(
     server.grants[("alice", "list", "schedulings", "a")] = ""
     assert asyncio.run(auth.authenticate("alice-token")) == alice()
     asyncio.run(auth.authorize(alice(), "list", "schedulings", "a"))
+
+
+def test_a_cluster_scoped_core_resource_is_asked_about_in_its_own_group(
+    auth: KubernetesAuth, server: FakeApiServer
+) -> None:
+    refusal = refused(auth.authorize(alice(), "patch", "nodes", "", group=""))
+
+    assert refusal.reason == "forbidden: alice may not patch nodes in all namespaces"
+    assert server.reviews[0]["spec"]["resourceAttributes"] == {"group": "", "resource": "nodes", "verb": "patch"}

@@ -452,6 +452,87 @@ def test_external_scheduler_data_must_be_lists_of_string_maps(tmp_path: Path) ->
     assert "profiler" in result.stderr
 
 
+# ---------------------------------------------------------------------------------------------- labelling nodes
+
+TESTBED_NODES = "/external/testbeds/tb/nodes"
+
+
+def labelled_nodes(dry_run: bool = False) -> dict[str, Any]:
+    node = {"name": "big", "nodeId": 0, "freeCpu": "16", "freeMemory": "64Gi", "room": 16, "labelled": True}
+    kept = {"name": "kept", "nodeId": 1, "freeCpu": "3500m", "freeMemory": "8Gi", "room": 3, "labelled": False}
+    return {"testbed": "tb", "namespace": "team", "nodeLabel": "esi/slots", "dryRun": dry_run,
+            "nodes": [node, kept], "unlabelled": ["old"]}  # fmt: skip
+
+
+def test_the_help_says_what_it_does_and_the_top_level_help_lists_it() -> None:
+    own = run(None, "label-nodes", "--help")
+    top = run(None, "--help")
+
+    assert own.exit_code == 0, own.output
+    assert "Usage: esi label-nodes" in own.stdout
+    assert "most room" in own.stdout
+    assert "--dry-run" in own.stdout
+    assert lines_with(top.stdout, " label-nodes ")
+
+
+def test_the_chosen_nodes_are_a_table_with_their_ids_room_and_what_was_labelled() -> None:
+    api = FakeApi().answer("POST", TESTBED_NODES, 200, labelled_nodes())
+
+    result = run(api, "-n", "team", "label-nodes", "tb", "--count", "2")
+
+    assert result.exit_code == 0, result.output
+    assert api.body() == {"count": 2, "dryRun": False}
+    assert api.last.url.params["namespace"] == "team"
+    assert lines_with(result.stdout, "big", "0", "16", "64Gi", "set")
+    assert lines_with(result.stdout, "kept", "1", "3500m", "8Gi", "kept")
+    assert "label removed from: old" in result.stdout
+
+
+def test_a_dry_run_asks_for_one_and_says_nothing_is_labelled() -> None:
+    api = FakeApi().answer("POST", TESTBED_NODES, 200, labelled_nodes(dry_run=True))
+
+    result = run(api, "label-nodes", "tb", "-c", "2", "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert api.body() == {"count": 2, "dryRun": True}
+    assert "a dry run, no node is labelled" in result.stdout
+    assert "label to be removed from: old" in result.stdout
+
+
+def test_a_refusal_names_each_node_and_what_it_lacks() -> None:
+    api = FakeApi().answer(
+        "POST",
+        TESTBED_NODES,
+        409,
+        refusal("only 1 of the 2 nodes Testbed tb asks for fit", ("node/small", "has room for 1 of its 2 slots")),
+    )
+
+    result = run(api, "label-nodes", "tb", "--count", "2")
+
+    assert result.exit_code == 1
+    assert "only 1 of the 2 nodes Testbed tb asks for fit" in result.stderr
+    assert "node/small: has room for 1 of its 2 slots" in result.stderr
+
+
+def test_json_output_is_the_apis_answer() -> None:
+    api = FakeApi().answer("POST", TESTBED_NODES, 200, labelled_nodes())
+
+    result = run(api, "label-nodes", "tb", "--count", "2", "-o", "json")
+
+    assert result.exit_code == 0, result.output
+    assert '"nodeId": 0' in result.stdout
+
+
+def test_count_is_required_and_positive_and_the_api_judges_the_rest() -> None:
+    api = FakeApi().answer("POST", TESTBED_NODES, 422, refusal("invalid request: count", ("count", "at most 4096")))
+
+    assert run(FakeApi(), "label-nodes", "tb").exit_code == 2
+    assert run(FakeApi(), "label-nodes", "tb", "--count", "0").exit_code == 2
+    too_many = run(api, "label-nodes", "tb", "--count", "5000")
+    assert (too_many.exit_code, api.body()["count"]) == (1, 5000)
+    assert "count: at most 4096" in too_many.stderr
+
+
 # ---------------------------------------------------------------------------------------------- watching
 
 

@@ -233,6 +233,9 @@ ACCESS = [
     ("api", ESI, "schedulings/status", "patch", None, False),  # one writer per status: the operators
     ("api", "", "pods", "delete", None, True),  # the ghost of the slot an executor is bound into
     ("api", "", "pods/eviction", "create", None, False),
+    ("api", "", "nodes", "list", None, True),  # esi label-nodes (esi:labelNodes, on by default)
+    ("api", "", "nodes", "patch", None, True),
+    ("api", "", "nodes", "delete", None, False),
     ("api", "", "pods", "create", None, False),
     ("scheduler", "coordination.k8s.io", "leases", "update", SCHEDULER_NAME, True),
     ("scheduler", "coordination.k8s.io", "leases", "update", "someone-else", False),
@@ -283,6 +286,18 @@ def test_second_scheduler_gets_the_roles_upstream_documents_for_one(deployed: De
         ("kube-system", "extension-apiserver-authentication-reader"),
         (NAMESPACE, "esi-scheduler"),  # its leader-election Lease
     }
+
+
+def test_label_nodes_off_leaves_the_apis_node_permissions_out(
+    config: Callable[[Mapping[str, Any]], ClusterEsiArgs],
+) -> None:
+    args = config({"labelNodes": "false"})
+    without = deploy(replace(ARGS, label_nodes=args.label_nodes))
+
+    assert args.label_nodes is False
+    assert not _allows(_rules(without, "api"), "", "nodes", "patch", None)
+    assert not _allows(_rules(without, "api"), "", "nodes", "list", None)
+    assert _allows(_rules(without, "api"), "", "pods", "list", None)
 
 
 def test_cluster_wide_rbac_names_carry_the_namespace_so_installations_do_not_collide() -> None:

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_api_app
 from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
+from esi.resources.meta import GROUP
 from tests.builders import status_slot, stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -122,7 +123,9 @@ class ReadOnly:
             raise Refusal(401, "unknown token")
         return Principal("reader")
 
-    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+    async def authorize(
+        self, principal: Principal, verb: str, resource: str, namespace: str, *, group: str = GROUP
+    ) -> None:
         if verb not in ("get", "list", "watch"):
             raise Refusal(403, f"forbidden: {principal.name} may not {verb} {resource} in namespace {namespace}")
 
@@ -293,7 +296,9 @@ class AnonymousMayRead:
             raise Refusal(401, "unknown token")
         return ANONYMOUS
 
-    async def authorize(self, principal: Principal, verb: str, resource: str, namespace: str) -> None:
+    async def authorize(
+        self, principal: Principal, verb: str, resource: str, namespace: str, *, group: str = GROUP
+    ) -> None:
         if principal != ANONYMOUS or verb not in ("get", "list", "watch"):
             raise Refusal(403, f"forbidden: {principal.name} may not {verb} {resource} in namespace {namespace}")
 
