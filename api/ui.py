@@ -1,7 +1,8 @@
 """The Manual Scheduler: a web UI for people, served by the API at ``/ui/`` (the files in ``api/ui/``).
 
-Live views of the Testbeds (a column of slots per node), BatchJobs (with their run history) and Schedulings
-(with per-job progress, and delete), a builder for queue and slot Schedulings, all over the public API: REST
+Live views of the Testbeds (a column of slots per node), a Testbed's recent runs (a Gantt chart drawn by
+Vega-Lite, vendored in ``api/ui/vendor/``), BatchJobs (with their run history) and Schedulings (with per-job
+progress, and delete), a builder for queue and slot Schedulings, all over the public API: REST
 under ``/external`` and STOMP at ``/scheduler``. The files themselves need no token, as they hold no data;
 the page asks for the token once (kept in the tab's ``sessionStorage``) and sends it as
 ``Authorization: Bearer`` on REST and as ``?access_token=`` on the WebSocket, which browsers cannot give

@@ -7,6 +7,8 @@
 // between the two; a change announced on the kind's topic while an object's own subscription is still
 // pending is read again over REST once it is in place. After a reconnect everything is listed again.
 
+import { duration, time } from './format.js';
+import { Gantt } from './gantt.js';
 import { ESI_STATE_NAMES } from './states.js';
 import { StompClient } from './stomp.js';
 
@@ -53,21 +55,21 @@ function h(spec, attributes = {}, ...children) {
   return element;
 }
 
+/** A select's options: `names`, or one saying `empty`; what is chosen stays chosen, an open list open. */
+function fillSelect(select, names, empty) {
+  const shown = [...select.options].map((option) => option.value);
+  if (JSON.stringify(shown) === JSON.stringify(names.length ? names : [''])) return;
+  const chosen = select.value;
+  select.replaceChildren(...(names.length ? names : [null]).map((name) => h('option', { value: name ?? '' }, name ?? empty)));
+  if (names.includes(chosen)) select.value = chosen;
+}
+
 /** A state as a coloured badge; its title lists the object's conditions (type, status, reason, message). */
 function badge(state, testid, conditions) {
   const title = (conditions ?? [])
     .map((c) => `${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ''}${c.message ? `: ${c.message}` : ''}`)
     .join('\n');
   return h('span.badge', { testid, data: { state }, title: title || null }, state ?? 'unknown');
-}
-const time = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : '—');
-
-function duration(start, stop) {
-  if (!start) return '—';
-  const seconds = ((stop ? new Date(stop) : new Date()) - new Date(start)) / 1000;
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  const minutes = Math.floor(seconds / 60);
-  return minutes < 60 ? `${minutes} min ${Math.round(seconds % 60)} s` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
 // --- state ------------------------------------------------------------------------------------------
@@ -330,7 +332,10 @@ function renderChanged() {
   if (kinds.has('testbeds')) renderTestbeds();
   if (kinds.has('jobs')) renderJobs();
   if (kinds.has('schedulings')) renderSchedulings();
-  if (kinds.has('testbeds') || kinds.has('jobs')) builder.refreshChoices();
+  if (kinds.has('testbeds') || kinds.has('jobs')) {
+    builder.refreshChoices();
+    renderGantt();
+  }
 }
 
 // --- connection -------------------------------------------------------------------------------------
@@ -520,6 +525,16 @@ function renderTestbeds() {
   }));
 }
 
+// --- the runs on a Testbed, as a Gantt chart ----------------------------------------------------------
+
+const gantt = new Gantt($('gantt-chart'), $('gantt-empty'));
+window.esiGantt = gantt; // its Vega view, for a person at the console and the browser test
+
+function renderGantt() {
+  fillSelect($('gantt-testbed'), [...state.testbeds.keys()].sort(), 'no Testbeds');
+  gantt.show(state.testbeds.get($('gantt-testbed').value) ?? null, [...state.jobs.values()]);
+}
+
 // --- BatchJobs --------------------------------------------------------------------------------------
 
 function outcome(event) {
@@ -668,15 +683,8 @@ const builder = {
 
   /** The options of the testbed and job selects, keeping what is chosen. */
   refreshChoices() {
-    const fill = (select, names, empty) => {
-      const shown = [...select.options].map((option) => option.value);
-      if (JSON.stringify(shown) === JSON.stringify(names.length ? names : [''])) return; // an open list stays open
-      const chosen = select.value;
-      select.replaceChildren(...(names.length ? names : [null]).map((name) => h('option', { value: name ?? '' }, name ?? empty)));
-      if (names.includes(chosen)) select.value = chosen;
-    };
-    fill($('builder-testbed'), [...state.testbeds.keys()].sort(), 'no Testbeds');
-    fill($('builder-job'), [...state.jobs.keys()].sort(), 'no BatchJobs');
+    fillSelect($('builder-testbed'), [...state.testbeds.keys()].sort(), 'no Testbeds');
+    fillSelect($('builder-job'), [...state.jobs.keys()].sort(), 'no BatchJobs');
     this.render();
   },
 
@@ -818,8 +826,13 @@ function wire() {
   $('builder-name').addEventListener('input', () => builder.render());
   for (const radio of document.querySelectorAll('input[name="mode"]')) radio.addEventListener('change', () => builder.render());
   $('activity-clear').addEventListener('click', () => $('activity').replaceChildren());
-  // Durations of running runs grow: redraw the open histories now and then.
-  setInterval(() => state.expandedJobs.size && renderJobs(), 5000);
+  $('gantt-testbed').addEventListener('change', () => renderGantt());
+  window.addEventListener('resize', () => renderGantt());
+  // Durations of running runs grow: redraw the open histories, and the chart's open bars, now and then.
+  setInterval(() => {
+    if (state.expandedJobs.size) renderJobs();
+    if (gantt.running) renderGantt();
+  }, 5000);
 }
 
 wire();
@@ -827,6 +840,7 @@ builder.refreshChoices();
 renderTestbeds();
 renderJobs();
 renderSchedulings();
+renderGantt();
 if (state.token) {
   signIn(state.token).then((ok) => ok || $('login').removeAttribute('hidden'));
 } else {

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, Self
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from esi.decisions.node_choice import NodeChoice
-from esi.resources.batchjob import BatchJob, BatchJobState, RunRecord
+from esi.resources.batchjob import BatchJob, BatchJobState, RunOutcome, RunRecord
 from esi.resources.meta import Condition, EsiModel, ObjectReference
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
 from esi.resources.testbed import MAX_SLOTS, Slot, SlotState, Testbed, TestbedState
@@ -193,10 +193,15 @@ class OriginalScheduledEvent(_Wire):
 
 
 class ExternalScheduledEvent(OriginalScheduledEvent):
+    """One run in esi's view: the original's fields and esi's."""
+
     attempt: int
+    testbed: str | None = Field(default=None, description="The Testbed it ran on.")
     slots: list[int]
     nodes: list[str]
     colocated_jobs: list[str]
+    outcome: RunOutcome | None = Field(default=None, description="How it ended; absent while it runs.")
+    reason: str | None = Field(default=None, description=RunRecord.model_fields["reason"].description)
     incomplete: str | None = None
 
 
@@ -429,9 +434,12 @@ def _event(run: RunRecord, namespace: str | None) -> ExternalScheduledEvent:
         successful=None if run.outcome is None else run.outcome.value == "Succeeded",
         scheduling=ObjectReference(name=run.scheduling, namespace=namespace),
         attempt=run.attempt,
+        testbed=run.testbed,
         slots=run.slots,
         nodes=run.nodes,
         colocated_jobs=run.colocated_jobs,
+        outcome=run.outcome,
+        reason=run.reason,
         incomplete=run.incomplete,
     )
 

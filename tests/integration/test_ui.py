@@ -3,7 +3,8 @@
 A researcher signs in, sees the Testbed's slots laid out per node, builds a slot Scheduling in the builder,
 watches it run — the page follows it over STOMP, without a reload — sees a refused Scheduling's reasons,
 and deletes the Scheduling. The page's activity log is the record of what the page was told and drew;
-the test reads it rather than racing the simulated run for a glimpse of the slot states.
+the test reads it rather than racing the simulated run for a glimpse of the slot states. The Gantt view of
+a Testbed's runs is read through its Vega view (``window.esiGantt.view``) and its SVG marks.
 
 The page is served by the session's ``python -m api``, with the session's reconcilers, extender, second
 scheduler and simulated Spark operator behind it. Chromium is Debian's (``python -m infra.toolchain.browser ensure``),
@@ -32,16 +33,19 @@ from infra.stacks import processes
 from infra.toolchain import browser
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
-from tests.integration.kube import create_testbed, get, pod, running_on, wait_for
+from tests.integration.kube import create_in, create_testbed, get, pod, running_on, status, wait_for
+from tests.manifests import scheduling_manifest
 
 # The simulator runs a job the co-location table knows for its measured time times the session's time scale:
 # batchjob-sample3 for 4.4 s, long enough for its executors to be seen in their slots.
 JOB = "batchjob-sample3"
 OTHER_JOB = "spark-crawler"
+FLAKY = "flaky"  # its first run fails (the simulator's failAttempts), its second succeeds
 SLOW = 120_000  # ms: whole runs on a loaded 2-core machine
 QUICK = 30_000  # ms: the page reacting to what is already there
-# ESI_UI_SCREENSHOT=FILE: the first test saves the page, its slots in use, to FILE (docs/images/ui.png is one).
-DOCS_SCREENSHOT = os.environ.get("ESI_UI_SCREENSHOT")
+# ESI_UI_SCREENSHOTS=DIR: the tests save the pictures of the docs into DIR (docs/images): ui.png, the page with
+# its slots in use, and ui-gantt.png, the Gantt view of a Testbed's runs, one of them failed and retried.
+DOCS_SCREENSHOTS = Path(os.environ["ESI_UI_SCREENSHOTS"]) if os.environ.get("ESI_UI_SCREENSHOTS") else None
 # Chromium logs every refused request to the console; the test provokes one (the invalid Scheduling).
 PROVOKED = re.compile(r"^Failed to load resource: the server responded with a status of 422\b")
 
@@ -226,8 +230,8 @@ def test_a_researcher_builds_a_slot_scheduling_in_the_ui_and_watches_it_run(
         occupied = page.locator("[data-testid=activity-entry][data-kind=slot][data-to=Occupied]")
         expect(occupied).not_to_have_count(0, timeout=SLOW)
         page.screenshot(path=tmp_path / "running.png", full_page=True)
-        if DOCS_SCREENSHOT:
-            page.screenshot(path=DOCS_SCREENSHOT)
+        if DOCS_SCREENSHOTS:
+            page.screenshot(path=DOCS_SCREENSHOTS / "ui.png")
         expect(page.get_by_test_id("scheduling-state-pinned")).to_have_text("Completed", timeout=SLOW)
         progress = page.get_by_test_id("scheduling-progress-pinned").get_by_test_id("job-status")
         expect(progress).to_have_attribute("data-state", "Completed")
@@ -331,4 +335,124 @@ def test_a_slot_whose_room_other_pods_hold_is_drawn_so_until_they_go(
 
         expect(marker).to_have_text("", timeout=QUICK)
         expect(page.get_by_test_id("slot-tb-1")).to_have_attribute("data-no-room", "")
+        assert chromium.console_errors == []
+
+
+def queue(cluster: LocalCluster, namespace: str, name: str, jobs: list[str]) -> None:
+    """Scheduling ``name``, ``jobs`` in order on Testbed ``tb`` (a failed run retried once, after 1 s), run to
+    completion."""
+    manifest = scheduling_manifest(
+        testbed={"name": "tb"}, queueBased=[{"name": j} for j in jobs], retry={"limit": 1, "backoffSeconds": 1}
+    )
+    create_in(cluster, namespace, manifest | {"metadata": {"name": name}})
+    wait_for(
+        f"Scheduling {name} to complete",
+        lambda: status(cluster, namespace, "scheduling", name).get("state") == "Completed",
+        timeout=SLOW / 1000,
+    )
+
+
+def runs_on_slots(cluster: LocalCluster, namespace: str, *jobs: str) -> list[tuple[str, str, int, int, str]]:
+    """(job, Scheduling, attempt, slot, outcome) of each run and slot of ``jobs``, as their BatchJobs record
+    them, sorted."""
+    return sorted(
+        (job, run["scheduling"], run["attempt"], slot, run["outcome"].lower())
+        for job in jobs
+        for run in status(cluster, namespace, "batchjob", job)["runs"]
+        for slot in run["slots"]
+    )
+
+
+def gantt_bars(page: Page) -> list[dict[str, Any]]:
+    """The bars of the Gantt view, as its Vega view holds them (one per run and slot)."""
+    bars: list[dict[str, Any]] = page.evaluate(
+        """window.esiGantt.view.data('gantt').filter((d) => d.kind === 'run')
+             .map((d) => ({...d.tooltip, slot: d.slot, node: d.node, outcome: d.outcome}))"""
+    )
+    return bars
+
+
+def rows_drawn(chart: Locator) -> list[tuple[str, list[int]]]:
+    """(node, its slot ids) of each part of the Gantt view, top to bottom, from the ARIA labels of the SVG's
+    titles ("Title text 'node-0'") and slot axes ("Y-axis for a discrete scale with 2 values: 0, 2")."""
+    labels = chart.locator("svg [aria-roledescription=title], svg [aria-roledescription=axis]").evaluate_all(
+        "marks => marks.map(m => m.getAttribute('aria-label'))"
+    )
+    nodes = [re.fullmatch(r"Title text '(.*)'", label) for label in labels]
+    slots = [re.fullmatch(r"Y-axis .* values: (.*)", label) for label in labels]
+    return list(
+        zip(
+            [node[1] for node in nodes if node],
+            [[int(s) for s in slot[1].split(", ")] for slot in slots if slot],
+            strict=True,
+        )
+    )
+
+
+def drawn(bars: list[dict[str, Any]]) -> list[tuple[str, str, int, int, str]]:
+    return sorted((b["job"], b["Scheduling"], b["attempt"], b["slot"], b["outcome"]) for b in bars)
+
+
+def test_the_gantt_view_draws_a_testbeds_runs_per_slot_and_follows_new_ones(
+    page_url: str, esi_endpoint: EsiApi, esi_stack: LocalCluster, chromium: Browser, namespace: str, tmp_path: Path
+) -> None:
+    spark_job(esi_stack, namespace, FLAKY, **{"spark.esi.sim.failAttempts": "1"})
+    queue(esi_stack, namespace, "first", [JOB, OTHER_JOB, FLAKY])
+    recorded = runs_on_slots(esi_stack, namespace, JOB, OTHER_JOB, FLAKY)
+    # The queue took the free slots in id order; the failed run was retried once.
+    assert [r for r in recorded if r[0] != FLAKY] == [
+        (JOB, "first", 1, 0, "succeeded"),
+        (OTHER_JOB, "first", 1, 1, "succeeded"),
+    ]
+    assert [r[4] for r in recorded if r[0] == FLAKY] == ["failed", "succeeded"], recorded
+    page = chromium.page
+    with screenshot_on_failure(page, tmp_path):
+        sign_in(page, page_url, esi_endpoint.token)
+        loaded_at = page.evaluate("performance.timeOrigin")
+        expect(page.get_by_test_id("gantt-testbed")).to_have_value("tb", timeout=QUICK)
+        chart = page.get_by_test_id("gantt-chart")
+        expect(chart).to_have_attribute("data-bars", str(len(recorded)), timeout=QUICK)
+
+        # A bar per run and slot, on the row of the slot it used, under the node that slot is on.
+        bars = gantt_bars(page)
+        assert drawn(bars) == recorded
+        slots = status(esi_stack, namespace, "testbed", "tb")["slots"]
+        assert all(bar["node"] == next(s["nodeName"] for s in slots if s["id"] == bar["slot"]) for bar in bars), bars
+        # A row per slot, runs or not, under its node, the nodes in the Testbed's order, as the SVG names them.
+        by_node = sorted({(s["nodeId"], s["nodeName"]) for s in slots})
+        assert rows_drawn(chart) == [
+            (node, sorted(s["id"] for s in slots if s["nodeName"] == node)) for _, node in by_node
+        ]
+        svg_bars = chart.locator("svg [role=graphics-symbol][aria-roledescription=bar]")
+        expect(svg_bars).to_have_count(len(recorded))
+
+        # The failed run is marked, and its tooltip says why.
+        failed = chart.locator(f"svg [aria-roledescription=bar][aria-label^='{FLAKY} run 1 ']")
+        expect(failed).to_have_attribute("stroke", "#b42318")
+        failed.hover()
+        tooltip = page.locator("#vg-tooltip-element.visible")
+        expect(tooltip).to_contain_text("failed")
+        reason = next(
+            r["reason"] for r in status(esi_stack, namespace, "batchjob", FLAKY)["runs"] if r["outcome"] == "Failed"
+        )
+        expect(tooltip).to_contain_text(reason[:60])
+        page.mouse.move(0, 0)
+        expect(tooltip).to_have_count(0)
+        for directory in (tmp_path, *([DOCS_SCREENSHOTS] if DOCS_SCREENSHOTS else [])):
+            page.get_by_test_id("gantt").screenshot(path=directory / "ui-gantt.png")
+
+        # A later run appears where it ran, without a reload: a new Scheduling runs JOB again, on slot 0.
+        esi_stack.kubectl("delete", "-n", namespace, "scheduling", "first", "--wait=true", "--timeout=60s")
+        queue(esi_stack, namespace, "second", [JOB])
+        expect(chart).to_have_attribute("data-bars", str(len(recorded) + 1), timeout=QUICK)
+        page.wait_for_function(
+            """window.esiGantt.view.data('gantt').some((d) => d.kind === 'run' && d.tooltip.Scheduling === 'second'
+                                                            && d.outcome === 'succeeded')""",
+            timeout=QUICK,
+        )
+        assert drawn(gantt_bars(page)) == sorted([*recorded, (JOB, "second", 1, 0, "succeeded")])
+        expect(svg_bars).to_have_count(len(recorded) + 1)
+        page.get_by_test_id("gantt").screenshot(path=tmp_path / "ui-gantt-later.png")
+
+        assert page.evaluate("performance.timeOrigin") == loaded_at, "the page was reloaded"
         assert chromium.console_errors == []

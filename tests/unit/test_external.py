@@ -82,7 +82,9 @@ def test_a_batchjob_with_its_runs_as_scheduled_events() -> None:
     runs = [
         {"scheduling": "s", "testbed": "tb", "slots": [0, 2], "nodes": ["n0"], "colocatedJobs": ["x"],
          "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z", "outcome": "Succeeded"},
-        {"scheduling": "t", "attempt": 2, "testbed": "tb", "slots": [1], "start": "2026-01-01T01:00:00Z"},
+        {"scheduling": "t", "attempt": 2, "testbed": "tb", "slots": [1], "start": "2026-01-01T01:00:00Z",
+         "end": "2026-01-01T01:00:09Z", "outcome": "Cancelled", "reason": "scheduling t let the job go while it ran"},
+        {"scheduling": "t", "attempt": 3, "testbed": "tb", "slots": [1], "start": "2026-01-01T02:00:00Z"},
     ]  # fmt: skip
     notes = {"profiler": [{"other": "12 (3)"}]}
     manifest = with_meta(batchjob_manifest(externalScheduler=notes), {"state": "Running", "runs": runs})
@@ -90,14 +92,19 @@ def test_a_batchjob_with_its_runs_as_scheduled_events() -> None:
 
     assert (wire["name"], wire["state"], wire["esiState"]) == ("spark-crawler", "RunningState", "Running")
     assert wire["externalScheduler"] == notes
-    first, second = wire["scheduledEvents"]
+    first, second, third = wire["scheduledEvents"]
     assert (first["successful"], first["stop"], first["scheduling"]) == (
         True,
         "2026-01-01T00:01:00Z",
         {"name": "s", "namespace": "ns"},
     )
-    assert (second["successful"], second["stop"], second["attempt"]) == (None, None, 2), "still running"
-    assert first["colocatedJobs"] == ["x"]
+    assert (second["successful"], second["outcome"], second["reason"]) == (
+        False,
+        "Cancelled",
+        "scheduling t let the job go while it ran",
+    )
+    assert (third["successful"], third["stop"], third["attempt"], third["outcome"]) == (None, None, 3, None), "running"
+    assert (first["colocatedJobs"], first["testbed"], first["reason"]) == (["x"], "tb", None)
 
 
 @pytest.mark.parametrize(

@@ -263,8 +263,18 @@ def test_view_esi_adds_esis_own_fields(api: TestClient, ran: ResourceCache) -> N
     assert set(testbed) - ORIGINAL_TESTBED == {"namespace", "esiState", "heldBy", "message", "conditions"}
     assert (testbed["esiState"], testbed["namespace"]) == ("Ready", "default")
     assert set(job) - ORIGINAL_JOB == {"namespace", "esiState", "message", "waitingFor", "conditions"}
-    assert set(job["scheduledEvents"][0]) - ORIGINAL_RUN == {"attempt", "slots", "nodes", "colocatedJobs", "incomplete"}
-    assert job["scheduledEvents"][0]["colocatedJobs"] == ["other"]
+    run = job["scheduledEvents"][0]
+    assert set(run) - ORIGINAL_RUN == {
+        "attempt",
+        "testbed",
+        "slots",
+        "nodes",
+        "colocatedJobs",
+        "outcome",
+        "reason",
+        "incomplete",
+    }
+    assert (run["testbed"], run["colocatedJobs"], run["outcome"], run["reason"]) == ("tb", ["other"], "Succeeded", None)
     assert set(scheduling) - ORIGINAL_SCHEDULING == {"namespace", "esiState", "waitingFor", "conditions"}
 
 
