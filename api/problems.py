@@ -27,8 +27,7 @@ from fastapi.responses import JSONResponse
 from lightkube import ApiError as KubeApiError
 
 from api.auth import AuthUnavailable, Refusal
-from esi.resources.meta import EsiModel
-from esi.wire.rest import ApiError, FieldProblem, field_problems
+from esi.wire.rest import ApiError, ErrorBody, FieldProblem, field_problems
 
 __all__ = ["ErrorBody", "Problem", "install", "not_found", "problem_response", "refusal_responses", "refusals"]
 
@@ -45,10 +44,6 @@ class Problem(Exception):
 
 def not_found(kind: str, name: str, namespace: str) -> Problem:
     return Problem(404, f"Not found: {kind} {name} in namespace {namespace}")
-
-
-class ErrorBody(EsiModel):
-    detail: ApiError
 
 
 def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:

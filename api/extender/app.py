@@ -52,6 +52,7 @@ def create_extender_app(
     app.state.slot_index = slot_index
     app.state.recordings = set()  # slot records being written (routes._record_ghostless_binding)
     app.include_router(routes.router)
+    routes.describe(app)
     measure(app, EXTENDER_LATENCY)
     health.install(app, lambda: [])
     return app

@@ -10,6 +10,7 @@ status only when it did.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -23,6 +24,8 @@ from pydantic_core import CoreSchema
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "MAX_NAMESPACE_LENGTH",
+    "MAX_NAME_LENGTH",
     "NAMESPACE_PATTERN",
     "NAME_PATTERN",
     "PART_OF_LABEL",
@@ -37,6 +40,8 @@ __all__ = [
     "ReconciledStatus",
     "deep_merged",
     "find_condition",
+    "is_namespace_name",
+    "is_object_name",
     "part_of_esi",
     "set_condition",
     "set_conditions",
@@ -68,6 +73,16 @@ MAX_NAME_LENGTH = 253
 # What the API server accepts as the name of an esi object (a DNS-1123 subdomain) and of a namespace (label).
 NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_NAMESPACE_LENGTH: Final = 63
+
+
+def is_object_name(name: str) -> bool:
+    """Whether ``name`` can name an esi object or a pod (a DNS-1123 subdomain)."""
+    return len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None
+
+
+def is_namespace_name(name: str) -> bool:
+    return len(name) <= MAX_NAMESPACE_LENGTH and re.fullmatch(NAMESPACE_PATTERN, name) is not None
 
 
 class EsiModel(BaseModel):

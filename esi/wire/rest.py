@@ -32,6 +32,7 @@ from esi.resources.testbed import Slot, SlotState, Testbed, TestbedState
 __all__ = [
     "ESI_STATE_NAMES",
     "ApiError",
+    "ErrorBody",
     "ExternalBatchJob",
     "ExternalScheduledEvent",
     "ExternalScheduling",
@@ -462,6 +463,12 @@ class ApiError(_Wire):
 
     message: str
     errors: list[FieldProblem] = Field(default_factory=list)
+
+
+class ErrorBody(_Wire):
+    """The body of every refusal, of the API and of the extender."""
+
+    detail: ApiError
 
 
 def field_problems(
