@@ -114,6 +114,26 @@ def test_health_readiness_metrics_and_docs_need_no_token(api: TestClient) -> Non
     assert api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]
 
 
+def test_metrics_have_one_series_for_every_made_up_method_and_unknown_path(api: TestClient) -> None:
+    for method in ("FOO", "BAR1", "PROPFIND"):
+        api.request(method, "/external/testbeds", headers=AUTH)
+        api.request(method, f"/nowhere/{method}", headers=AUTH)
+
+    metrics = api.get("/metrics").text
+    assert "FOO" not in metrics
+    assert "PROPFIND" not in metrics
+    assert "/nowhere" not in metrics
+    assert 'method="other",route="/external/testbeds",status="405"' in metrics
+
+
+def test_metrics_are_documented_as_prometheus_text(api: TestClient) -> None:
+    described = api.get("/openapi.json").json()["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+
+    (media_type,) = described
+    assert media_type.startswith("text/plain; version=")
+    assert api.get("/metrics").headers["content-type"] == media_type
+
+
 class ReadOnly:
     """RBAC as a Kubernetes authenticator would apply it: this caller may read, not submit."""
 
