@@ -15,7 +15,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from lightkube import AsyncClient
 
-from api.auth import Authenticator, Principal
+from api.auth import Authenticator, Principal, bearer_token
 from api.cache import ResourceCache
 from esi.resources.meta import NAMESPACE_PATTERN
 from esi.wire.rest import View
@@ -76,9 +76,9 @@ AskedView = Annotated[View, Depends(_view)]
 async def _caller(
     request: Request,
     authenticator: Auth,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],  # the scheme, in the OpenAPI description
 ) -> Principal:
-    principal = await authenticator.authenticate(credentials.credentials if credentials is not None else None)
+    principal = await authenticator.authenticate(bearer_token(request.headers.get("authorization")))
     request.state.principal = principal  # for the access log
     return principal
 

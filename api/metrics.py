@@ -57,8 +57,9 @@ UNMATCHED: Final = "(unmatched)"
 
 class RequestObserver:
     """ASGI middleware: times every HTTP request into ``histogram`` by method and route template, the labels
-    bounded (``METHODS``, ``UNMATCHED``), and, with ``log``, writes one access record per request (``api.logs.access``). Plain ASGI rather than
-    Starlette's ``BaseHTTPMiddleware``, which costs a task and a queue per request."""
+    bounded (``METHODS``, ``UNMATCHED``), and, with ``log``, writes one access record per request
+    (``api.logs.access``). Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which costs a task and a
+    queue per request."""
 
     def __init__(self, app: ASGIApp, histogram: Histogram, log: bool = False) -> None:
         self._app = app

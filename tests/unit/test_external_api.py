@@ -91,7 +91,7 @@ def test_what_does_not_exist_is_a_404_naming_it(api: TestClient, path: str) -> N
     [
         ({}, "no bearer token"),
         ({"Authorization": "Bearer wrong"}, "token"),
-        ({"Authorization": f"Basic {TOKEN}"}, "no bearer token"),
+        ({"Authorization": f"Basic {TOKEN}"}, "not a bearer token"),
     ],
 )
 def test_without_the_token_every_route_is_a_401_with_the_reason(
@@ -303,6 +303,24 @@ def test_anonymous_callers_are_let_in_only_where_the_server_allows_it(cache: Res
     assert "does not let anonymous callers in" in refused.json()["detail"]["message"]
     assert let_in.status_code == 200
     assert wrong_token.status_code == 401, "a token that is sent must be right, even where none is needed"
+
+
+@pytest.mark.parametrize("header", [f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN} {TOKEN}", "Negotiate x"])
+def test_where_anonymous_callers_may_do_anything_a_malformed_authorization_header_is_a_401(
+    cache: ResourceCache, header: str
+) -> None:
+    with TestClient(create_api_app(StaticToken(TOKEN, anonymous=True), cache=cache)) as api:
+        read = api.get("/external/testbeds", headers={"Authorization": header})
+        submitted = api.post(
+            "/external/schedulings",
+            json={"name": "s2", "testBed": "tb", "queue": ["wordcount"]},
+            headers={"Authorization": header},
+        )
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert "not a bearer token" in read.json()["detail"]["message"]
+    assert read.headers["WWW-Authenticate"].startswith("Bearer")
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
 
 
 class AnonymousMayRead:
