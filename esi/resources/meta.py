@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Annotated, Any, ClassVar, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.alias_generators import to_camel
@@ -35,6 +35,7 @@ __all__ = [
     "ConditionStatus",
     "EsiModel",
     "ObjectMeta",
+    "ObjectName",
     "ObjectReference",
     "PodRole",
     "ReconciledStatus",
@@ -74,6 +75,10 @@ MAX_NAME_LENGTH = 253
 NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_NAMESPACE_LENGTH: Final = 63
+
+
+# The name of an esi object or a pod, as a model's field (and its schema) says it.
+ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)]
 
 
 def is_object_name(name: str) -> bool:

@@ -172,8 +172,20 @@ def slots(mode: str, *jobs: tuple[str, list[int]]) -> dict[str, Any]:
         ({"name": "s", "testBed": "tb", "slots": slots("SOMETIMES", ("a", [0]))}, "slots.mode"),
         ({"name": "s", "testBed": "tb", "slots": slots("STRICT", ("a", []))}, "slots.jobs.0.slots"),
         ({"name": "s", "testBed": "tb", "slots": slots("STRICT")}, "slots.jobs"),
-        ({"name": "s", "testBed": "tb", "queue": []}, "spec.queueBased"),
-        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [-1]))}, "spec.slotBased"),
+        ({"name": "s", "testBed": "tb", "queue": []}, "queue"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [-1]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [1, 1]))}, "slots.jobs.0.slots"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [True]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [1.0]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", ["1"]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "../x", "queue": ["a"]}, "testBed"),
+        ({"name": "s", "testBed": "tb\n", "queue": ["a"]}, "testBed"),
+        ({"name": "s", "testBed": "Tb", "queue": ["a"]}, "testBed"),
+        ({"name": "s/x", "testBed": "tb", "queue": ["a"]}, "name"),
+        ({"name": "s", "testBed": "tb", "queue": ["a", " "]}, "queue.1"),
+        ({"name": "s", "testBed": "tb", "queue": ["../wordcount"]}, "queue.0"),
+        ({"name": "s", "testBed": "tb", "queue": ["word\x00count"]}, "queue.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("STRICT", ("a/b", [0]))}, "slots.jobs.0.name"),
     ],
 )
 def test_an_invalid_scheduling_is_a_422_naming_the_field_and_nothing_is_written(
@@ -219,6 +231,21 @@ def test_a_body_in_a_manifests_words_is_a_422_giving_the_apis_words(
     assert problem["field"] == "(body)"
     assert all(words in problem["problem"] for words in said), problem
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+def test_the_openapi_submission_schema_is_as_strict_as_the_server(api: TestClient) -> None:
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    submission, slots_job = schemas["SchedulingSubmission"], schemas["SubmittedSlotsJob"]
+
+    assert {"pattern", "maxLength"} <= set(submission["properties"]["testBed"])
+    assert {"pattern", "maxLength"} <= set(submission["properties"]["name"])
+    queue = next(s for s in submission["properties"]["queue"]["anyOf"] if s.get("type") == "array")
+    assert "pattern" in queue["items"]
+    assert queue["maxItems"] == 4096
+    assert [sorted(one["required"]) for one in submission["oneOf"]] == [["queue"], ["slots"]]
+    assert "pattern" in slots_job["properties"]["name"]
+    assert slots_job["properties"]["slots"]["uniqueItems"] is True
+    assert slots_job["properties"]["slots"]["items"] == {"type": "integer", "minimum": 0}
 
 
 def test_a_body_that_is_not_json_is_a_422_not_a_500(api: TestClient) -> None:
