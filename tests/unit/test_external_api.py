@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_api_app
 from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
+from kube.resources import BatchJobResource
 from tests.builders import status_slot, stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -392,3 +393,38 @@ def test_a_scheduling_its_testbed_could_never_run_is_a_422_and_nothing_is_writte
     assert [p["field"] for p in problems] == [field]
     assert says in problems[0]["problem"]
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+class ListingKube:
+    """The API server as the missing-jobs check sees it: BatchJobs ``present`` (not in the cache yet), every
+    request recorded."""
+
+    def __init__(self, *present: str) -> None:
+        self.present = present
+        self.requests: list[tuple[str, str | None]] = []
+
+    def list(self, resource: Any, *, namespace: str | None = None, **_: Any) -> Any:
+        self.requests.append(("list", namespace))
+
+        async def listed() -> Any:
+            for name in self.present:
+                yield BatchJobResource.from_dict(stored(batchjob_manifest(), name, namespace=namespace or "default"))
+
+        return listed()
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        self.requests.append(("get", name))
+        raise AssertionError("one LIST answers for every job")
+
+
+def test_a_submission_naming_many_missing_jobs_reads_the_api_server_once(cache: ResourceCache) -> None:
+    kube = ListingKube("made-just-now")
+    missing = [f"missing-{i}" for i in range(200)]
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache, kube=kube)) as api:  # type: ignore[arg-type]
+        body = {"name": "s2", "testBed": "tb", "queue": ["wordcount", "made-just-now", *missing]}
+        answer = api.post("/external/schedulings", json=body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    fields = [e["field"] for e in answer.json()["detail"]["errors"]]
+    assert fields == [f"queue[{i}]" for i in range(2, 202)]
+    assert kube.requests == [("list", "default")]
