@@ -428,3 +428,31 @@ def test_a_submission_naming_many_missing_jobs_reads_the_api_server_once(cache: 
     fields = [e["field"] for e in answer.json()["detail"]["errors"]]
     assert fields == [f"queue[{i}]" for i in range(2, 202)]
     assert kube.requests == [("list", "default")]
+
+
+def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(api: TestClient) -> None:
+    huge = {"name": "s2", "testBed": "tb", "queue": ["wordcount"] * 250_000}  # 3 MiB
+    said = api.post("/external/schedulings", json=huge, headers=AUTH)
+    streamed = api.post(
+        "/external/schedulings",
+        content=iter([b'{"name": "s2", "queue": [', *[b'"wordcount",' * 1000] * 300, b'"x"]}']),
+        headers=AUTH | {"content-type": "application/json"},
+    )
+
+    for answer in (said, streamed):
+        assert answer.status_code == 413, answer.text
+        assert "2 MiB" in answer.json()["detail"]["message"]
+    assert "413" in api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]["responses"]
+    assert "2 MiB" in api.get("/openapi.json").json()["info"]["description"]
+
+
+def test_external_scheduler_data_a_batchjob_cannot_hold_is_a_422_naming_the_field(api: TestClient) -> None:
+    data = {"profiler": [{f"run-{i}": "x" * 1000 for i in range(600)}]}  # 600 KB
+    answer = api.put("/external/jobs", json={"name": "wordcount", "externalScheduler": data}, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]["errors"]
+    assert problem["field"] == "externalScheduler"
+    assert "512 KiB" in problem["problem"]
+    schema = api.get("/openapi.json").json()["components"]["schemas"]["JobUpdate"]
+    assert "512 KiB" in schema["properties"]["externalScheduler"]["description"]
