@@ -18,7 +18,7 @@ from lightkube import AsyncClient, KubeConfig
 from api import health, problems, ui
 from api.auth import Authenticator, Principal
 from api.cache import Kind, ResourceCache, following
-from api.limits import API_BODY_LIMIT, limit_bodies
+from api.door import API_BODY_LIMIT, guard
 from api.metrics import API_LATENCY, CACHE_COLLECTOR, measure, metrics_route
 from api.notifications import notifier
 from api.routes import batchjobs, overview, schedulings, testbeds
@@ -98,7 +98,7 @@ def create_api_app(
     metrics_route(app)
     ui.install(app)
     measure(app, API_LATENCY, log=True)
-    limit_bodies(app, API_BODY_LIMIT)
+    guard(app, API_BODY_LIMIT)
     CACHE_COLLECTOR.cache = resources  # one API app per process in operation; tests make many
     return app
 

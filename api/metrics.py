@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.cache import ResourceCache
+from api.door import HTTP_METHODS
 from api.logs import access
 from esi.resources.scheduling import JobState
 from esi.resources.testbed import SlotState
@@ -50,14 +51,13 @@ EXTENDER_LATENCY: Final = Histogram(
 
 # The label values of requests outside the routes: any method but HTTP's own, and any path no route has. A
 # caller must not be able to add a series (each stays until the process ends) by making up a method or path.
-METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER_METHOD: Final = "other"
 UNMATCHED: Final = "(unmatched)"
 
 
 class RequestObserver:
     """ASGI middleware: times every HTTP request into ``histogram`` by method and route template, the labels
-    bounded (``METHODS``, ``UNMATCHED``), and, with ``log``, writes one access record per request
+    bounded (``HTTP_METHODS``, ``UNMATCHED``), and, with ``log``, writes one access record per request
     (``api.logs.access``). Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which costs a task and a
     queue per request."""
 
@@ -84,7 +84,7 @@ class RequestObserver:
         finally:
             elapsed = time.perf_counter() - started
             template = getattr(scope.get("route"), "path", None)
-            method = scope["method"] if scope["method"] in METHODS else OTHER_METHOD
+            method = scope["method"] if scope["method"] in HTTP_METHODS else OTHER_METHOD
             self._histogram.labels(method, template or UNMATCHED, str(status)).observe(elapsed)
             if self._log:
                 access(scope, template, status, elapsed)

@@ -12,6 +12,7 @@ raised                                      status  when
 ``api.auth.AuthUnavailable``                503     the API server could not be asked who the caller is
 ``lightkube.ApiError`` from a write         mirrors 404, 409, 422 as the API server said; others 502
 ``httpx2.HTTPError`` from a write           503     the API server could not be reached
+Starlette's ``HTTPException`` (``api.door``) its own  no such route (404), method (405), body too large (413)
 =========================================  ======  ==================================================
 """
 
@@ -27,7 +28,7 @@ from fastapi.responses import JSONResponse
 from lightkube import ApiError as KubeApiError
 
 from api.auth import AuthUnavailable, Refusal
-from api.limits import API_BODY_LIMIT, too_large
+from api.door import API_BODY_LIMIT, too_large
 from esi.wire.rest import ApiError, ErrorBody, FieldProblem, field_problems
 
 __all__ = ["ErrorBody", "Problem", "install", "not_found", "problem_response", "refusal_responses", "refusals"]

@@ -15,11 +15,11 @@ from fastapi import FastAPI
 from lightkube import KubeConfig
 
 from api import health
+from api.door import EXTENDER_BODY_LIMIT, guard
 from api.extender import routes
 from api.extender.binder import SlotBinder
 from api.extender.feed import feeding
 from api.extender.slot_index import SlotIndex
-from api.limits import EXTENDER_BODY_LIMIT, limit_bodies
 from api.metrics import EXTENDER_LATENCY, measure
 from kube.pod_writes import PodWrites
 from kube.watch import Stream
@@ -55,7 +55,7 @@ def create_extender_app(
     app.include_router(routes.router)
     routes.describe(app)
     measure(app, EXTENDER_LATENCY)
-    limit_bodies(app, EXTENDER_BODY_LIMIT)
+    guard(app, EXTENDER_BODY_LIMIT)
     health.install(app, lambda: [])
     return app
 

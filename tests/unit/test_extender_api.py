@@ -279,3 +279,12 @@ def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(client: Tes
     for answer in (said, streamed):
         assert answer.status_code == 413
         assert "16 MiB" in answer.json()["detail"]["message"]
+
+
+def test_routing_refusals_have_the_one_error_shape(client: TestClient) -> None:
+    wrong_method = client.get("/extender/filter")
+    nowhere = client.post("/extender/nowhere", json={})
+
+    assert (wrong_method.status_code, wrong_method.headers["Allow"]) == (405, "POST")
+    assert nowhere.status_code == 404
+    assert all(answer.json()["detail"]["message"] for answer in (wrong_method, nowhere))

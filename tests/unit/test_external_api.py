@@ -456,3 +456,32 @@ def test_external_scheduler_data_a_batchjob_cannot_hold_is_a_422_naming_the_fiel
     assert "512 KiB" in problem["problem"]
     schema = api.get("/openapi.json").json()["components"]["schemas"]["JobUpdate"]
     assert "512 KiB" in schema["properties"]["externalScheduler"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allowed"),
+    [
+        ("GET", "/nowhere", 404, None),
+        ("DELETE", "/external/jobs", 405, "GET, PUT"),
+        ("PUT", "/external/schedulings/s", 405, "DELETE, GET"),
+        ("PATCH", "/external/schedulings", 405, "GET, POST"),
+        ("BREW", "/external/testbeds", 405, "GET"),
+    ],
+)
+def test_routing_refusals_have_the_one_error_shape_and_405_allows_every_method_of_the_path(
+    api: TestClient, method: str, path: str, status: int, allowed: str | None
+) -> None:
+    answer = api.request(method, path, headers=AUTH)
+
+    assert answer.status_code == status
+    assert answer.json()["detail"]["message"]
+    assert answer.headers.get("Allow") == allowed
+
+
+def test_a_body_that_is_not_utf8_is_refused_in_the_one_error_shape(api: TestClient) -> None:
+    answer = api.post(
+        "/external/schedulings", content=b'{"name": "\xff\xfe"}', headers=AUTH | {"content-type": "application/json"}
+    )
+
+    assert answer.status_code in {400, 422}
+    assert answer.json()["detail"]["errors"][0]["field"] == "(body)"

@@ -1,6 +1,9 @@
-"""How much a request may carry: a body over its app's limit is refused with 413 stating the limit, read no
-further than the limit.
+"""What both applications (the API and the extender) refuse before a route runs, in esi's one error shape
+(``esi.wire.rest.ErrorBody``): Starlette's own refusals — 404 for a path no route has, 405 with every method
+the path has in ``Allow``, 400 for a body that cannot be decoded — and bodies over the app's limit (413).
 
+How much a request may carry: a body over its app's limit is refused with 413 stating the limit, read no
+further than the limit.
 ``API_BODY_LIMIT``: the external scheduler API takes bodies up to 2 MiB — more than any object the API server
 stores (etcd's limit is 1.5 MiB), so nothing that could succeed is refused, and nothing is sent on that the API
 server would refuse as esi's fault. ``EXTENDER_BODY_LIMIT``: the extender takes up to 16 MiB, room for a
@@ -12,13 +15,17 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from esi.wire.rest import ApiError, ErrorBody
 
-__all__ = ["API_BODY_LIMIT", "EXTENDER_BODY_LIMIT", "BodyLimit", "limit_bodies", "too_large"]
+__all__ = ["API_BODY_LIMIT", "EXTENDER_BODY_LIMIT", "HTTP_METHODS", "BodyLimit", "guard", "too_large"]
 
+HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 MIB: Final = 1024 * 1024
 API_BODY_LIMIT: Final = 2 * MIB
 EXTENDER_BODY_LIMIT: Final = 16 * MIB
@@ -65,5 +72,31 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def limit_bodies(app: FastAPI, limit: int) -> None:
+async def _refused(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's ``HTTPException`` in esi's shape: its detail is a sentence, or esi's ``ApiError`` already."""
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail
+    if not (isinstance(detail, dict) and "message" in detail):
+        what = f"{exc.detail}: {request.method} {request.url.path}"
+        errors = [{"field": "(body)", "problem": str(exc.detail)}] if exc.status_code == 400 else []
+        detail = ApiError.model_validate({"message": what, "errors": errors}).model_dump(mode="json")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_methods(request))
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
+
+
+def _methods(request: Request) -> list[str]:
+    """Every method the request's path has, over all routes (Starlette names those of one route only)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in sorted(HTTP_METHODS)
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+
+
+def guard(app: FastAPI, limit: int) -> None:
+    """Have ``app`` refuse bodies over ``limit`` bytes, and answer Starlette's own refusals in esi's shape."""
     app.add_middleware(BodyLimit, limit=limit)
+    app.add_exception_handler(StarletteHTTPException, _refused)
