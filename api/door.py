@@ -13,7 +13,7 @@ scheduler that sends whole nodes and pods instead of their names.
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -75,7 +75,7 @@ class BodyLimit:
 async def _refused(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's ``HTTPException`` in esi's shape: its detail is a sentence, or esi's ``ApiError`` already."""
     assert isinstance(exc, StarletteHTTPException)
-    detail = exc.detail
+    detail: Any = exc.detail
     if not (isinstance(detail, dict) and "message" in detail):
         what = f"{exc.detail}: {request.method} {request.url.path}"
         errors = [{"field": "(body)", "problem": str(exc.detail)}] if exc.status_code == 400 else []

@@ -11,7 +11,7 @@ from lightkube import ApiError as KubeApiError
 from lightkube.types import PatchType
 from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 
-from api.dependencies import AskedView, Cache, Kube, Namespace, may
+from api.dependencies import AskedView, Cache, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
 from esi.resources.batchjob import MAX_EXTERNAL_SCHEDULER_BYTES
@@ -22,7 +22,7 @@ from kube.resources import BatchJobResource, plain
 
 __all__ = ["JobUpdate", "router"]
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _JOBS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(dict[str, OriginalBatchJob]),

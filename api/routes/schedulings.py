@@ -13,7 +13,7 @@ from lightkube.codecs import from_dict
 from pydantic import TypeAdapter, ValidationError
 
 from api.cache import ResourceCache
-from api.dependencies import AskedView, Auth, Cache, Caller, Kube, Namespace, may
+from api.dependencies import AskedView, Auth, Cache, Caller, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
 from esi.decisions.scheduling_lifecycle import spec_problems, testbed_view
@@ -37,7 +37,7 @@ __all__ = ["REPLACE_ATTEMPTS", "router"]
 REPLACE_ATTEMPTS: Final = 3
 _REPLACED: Final = frozenset({"testbed", "slots", "queueBased", "slotBased"})
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _SCHEDULINGS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(list[OriginalScheduling]),

@@ -8,14 +8,14 @@ from typing import Any, Final
 from fastapi import APIRouter, Response
 from pydantic import TypeAdapter
 
-from api.dependencies import AskedView, Cache, Namespace, may
+from api.dependencies import AskedView, Cache, CheckedFirst, Namespace, may
 from api.problems import not_found, refusals
 from api.routes.answers import listing, one
 from esi.wire.rest import ExternalTestbed, OriginalTestbed, View, external_testbed
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _TESTBEDS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(list[OriginalTestbed]),

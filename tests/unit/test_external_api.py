@@ -485,3 +485,19 @@ def test_a_body_that_is_not_utf8_is_refused_in_the_one_error_shape(api: TestClie
 
     assert answer.status_code in {400, 422}
     assert answer.json()["detail"]["errors"][0]["field"] == "(body)"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b'{"name": "\xff"}', b'{"name": 1}', b"[]"],
+    ids=["not json", "not utf-8", "schema-invalid", "not an object"],
+)
+def test_who_may_not_submit_is_refused_before_the_body_is_read(cache: ResourceCache, body: bytes) -> None:
+    json_type = {"content-type": "application/json"}
+    with TestClient(create_api_app(ReadOnly(), cache=cache)) as api:
+        anonymous = api.post("/external/schedulings", content=body, headers=json_type)
+        reader = api.post("/external/schedulings", content=body, headers=json_type | AUTH)
+        job = api.put("/external/jobs", content=body, headers=json_type | AUTH)
+
+    assert (anonymous.status_code, reader.status_code, job.status_code) == (401, 403, 403)
+    assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
