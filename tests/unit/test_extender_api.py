@@ -272,9 +272,7 @@ def test_the_openapi_description_declares_each_verbs_body() -> None:
 def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(client: TestClient) -> None:
     nodes = [f"node-{i:07d}" for i in range(1_200_000)]  # 17 MiB
     said = client.post("/extender/filter", json={"Pod": executor_pod("e1"), "NodeNames": nodes})
-    streamed = client.post(
-        "/extender/filter", content=iter([b"[", *[b'"node-0000001",' * 1000] * 1200, b"1]"])
-    )
+    streamed = client.post("/extender/filter", content=iter([b"[", *[b'"node-0000001",' * 1000] * 1200, b"1]"]))
 
     for answer in (said, streamed):
         assert answer.status_code == 413
