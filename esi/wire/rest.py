@@ -261,7 +261,7 @@ class ExternalSlots(EsiModel):
     mode: Literal["STRICT", "RELAXED", "strict", "relaxed"] = Field(
         description="STRICT: in order, none overtakes; RELAXED: any job whose slots are free starts."
     )
-    jobs: list[ExternalSlotsJob] = Field(min_length=1)
+    jobs: Sequence[ExternalSlotsJob] = Field(min_length=1)
 
 
 class SubmittedSlots(ExternalSlots):

@@ -160,7 +160,7 @@ def test_a_caller_may_read_but_not_submit_is_refused_with_403(cache: ResourceCac
     assert deleted.status_code == 403
 
 
-def slots(mode: str, *jobs: tuple[str, list[int]]) -> dict[str, Any]:
+def slots(mode: str, *jobs: tuple[str, list[Any]]) -> dict[str, Any]:
     return {"mode": mode, "jobs": [{"name": name, "slots": ids} for name, ids in jobs]}
 
 
