@@ -18,6 +18,7 @@ from lightkube import AsyncClient, KubeConfig
 from api import health, problems, ui
 from api.auth import Authenticator, Principal
 from api.cache import Kind, ResourceCache, following
+from api.door import API_BODY_LIMIT, guard
 from api.metrics import API_LATENCY, CACHE_COLLECTOR, measure, metrics_route
 from api.notifications import notifier
 from api.routes import batchjobs, overview, schedulings, testbeds
@@ -36,6 +37,7 @@ schedulers written for it run unchanged.
 * Every `/external` route and the STOMP endpoint are authorized: send `Authorization: Bearer <token>`; a
   caller without one is `system:anonymous`, who may do what RBAC (or the server's setting) allows.
 * `?namespace=` picks the namespace (the server's default when left out).
+* A request body may be at most 2 MiB (more than the API server stores in one object); a larger one is a 413.
 * `?view=esi` adds esi's own fields (`namespace`, `esiState`, `waitingFor`, …) to the original's, which are
   all an answer has by default.
 * Live updates: STOMP 1.2 over WebSocket at `/scheduler`; subscribe to `/topic/testbeds`, `/topic/jobs`,
@@ -96,6 +98,7 @@ def create_api_app(
     metrics_route(app)
     ui.install(app)
     measure(app, API_LATENCY, log=True)
+    guard(app, API_BODY_LIMIT)
     CACHE_COLLECTOR.cache = resources  # one API app per process in operation; tests make many
     return app
 

@@ -45,6 +45,7 @@ from esi.resources.meta import GROUP
 
 __all__ = [
     "ANONYMOUS",
+    "NOT_BEARER",
     "NO_TOKEN",
     "AuthUnavailable",
     "Authenticator",
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 NO_TOKEN = "no bearer token: send 'Authorization: Bearer <token>'"  # noqa: S105 (a message, not a secret)
+NOT_BEARER = "not a bearer token: send 'Authorization: Bearer <token>'"
 LOCAL_PRINCIPAL = "esi-local"
 DEFAULT_CACHE_ENTRIES = 10_000
 
@@ -113,12 +115,16 @@ class Authenticator(Protocol):
 
 
 def bearer_token(authorization: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header; None if absent or another scheme."""
-    if authorization is None:
+    """The token of an ``Authorization: Bearer <token>`` header; None if there is none.
+
+    Any other header is ``Refusal(401)``: a caller who sent credentials of some kind meant to be someone, and
+    is not taken for an anonymous caller, who may be let in where they would not.
+    """
+    if authorization is None or not authorization.strip():
         return None
     parts = authorization.split()
     if len(parts) != 2 or parts[0].lower() != "bearer":
-        return None
+        raise Refusal(401, NOT_BEARER)
     return parts[1]
 
 

@@ -5,23 +5,41 @@ with — each an ``Annotated`` alias for a route's parameters, read from the app
 ``app.dependency_overrides``. ``AskedView`` is the ``view`` query parameter: the original's shape unless a
 client asks for esi's. ``may(verb, *resources)`` is the route-level permission check: the caller's
 token must allow ``verb`` on each resource in the namespace (``api.auth``); ``may_cluster_wide`` the same for a
-cluster-scoped resource of any API group.
+cluster-scoped resource of any API group. ``CheckedFirst`` is the class of every ``/external`` route: a caller who
+may not call it hears so before anything about their body.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Query, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import solve_dependencies
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from lightkube import AsyncClient
+from starlette.exceptions import HTTPException
 
-from api.auth import Authenticator, Principal
+from api.auth import Authenticator, Principal, bearer_token
 from api.cache import ResourceCache
 from esi.resources.meta import NAMESPACE_PATTERN
 from esi.wire.rest import View
 
-__all__ = ["AskedView", "Auth", "Cache", "Caller", "Kube", "Namespace", "bearer", "may", "may_cluster_wide"]
+__all__ = [
+    "AskedView",
+    "Auth",
+    "Cache",
+    "Caller",
+    "CheckedFirst",
+    "Kube",
+    "Namespace",
+    "bearer",
+    "may",
+    "may_cluster_wide",
+]
 
 bearer = HTTPBearer(auto_error=False, description="A Kubernetes token (in a cluster) or the local stack's token.")
 
@@ -77,9 +95,9 @@ AskedView = Annotated[View, Depends(_view)]
 async def _caller(
     request: Request,
     authenticator: Auth,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],  # the scheme, in the OpenAPI description
 ) -> Principal:
-    principal = await authenticator.authenticate(credentials.credentials if credentials is not None else None)
+    principal = await authenticator.authenticate(bearer_token(request.headers.get("authorization")))
     request.state.principal = principal  # for the access log
     return principal
 
@@ -105,3 +123,41 @@ def may_cluster_wide(verb: str, resource: str, *, group: str) -> Any:
         await authenticator.authorize(caller, verb, resource, "", group=group)
 
     return Depends(check)
+
+
+class CheckedFirst(APIRoute):
+    """A route that refuses a caller who may not call it (401, 403) before it says anything about their body.
+
+    FastAPI decodes a JSON body before it resolves a route's dependencies, so a body that is no JSON (or no
+    UTF-8) was a 422 or 400 to anyone, the token unchecked. When decoding fails, the route's dependencies
+    (``may`` among them) are resolved first, and a refusal among them is the answer; a body that decodes but
+    does not fit is refused after them already, as FastAPI resolves dependencies before it validates the body.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        checks = Dependant(dependencies=list(self.dependant.dependencies), path=self.path_format)
+
+        async def checked_first(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (RequestValidationError, HTTPException) as err:
+                if _undecodable(err):
+                    await solve_dependencies(
+                        request=request,
+                        dependant=checks,
+                        body=None,
+                        dependency_overrides_provider=self.dependency_overrides_provider,
+                        async_exit_stack=request.scope["fastapi_inner_astack"],
+                        embed_body_fields=False,
+                    )
+                raise
+
+        return checked_first
+
+
+def _undecodable(err: RequestValidationError | HTTPException) -> bool:
+    """Whether FastAPI refused a body it could not decode (as it does before resolving any dependency)."""
+    if isinstance(err, HTTPException):
+        return err.status_code == 400
+    return any(e.get("type") == "json_invalid" for e in err.errors())

@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.cache import ResourceCache
+from api.door import HTTP_METHODS
 from api.logs import access
 from esi.resources.scheduling import JobState
 from esi.resources.testbed import SlotState
@@ -33,6 +34,7 @@ __all__ = [
     "CACHE_COLLECTOR",
     "EXTENDER_LATENCY",
     "CacheCollector",
+    "Exposition",
     "RequestObserver",
     "measure",
     "metrics_route",
@@ -47,10 +49,17 @@ EXTENDER_LATENCY: Final = Histogram(
 )
 
 
+# The label values of requests outside the routes: any method but HTTP's own, and any path no route has. A
+# caller must not be able to add a series (each stays until the process ends) by making up a method or path.
+OTHER_METHOD: Final = "other"
+UNMATCHED: Final = "(unmatched)"
+
+
 class RequestObserver:
-    """ASGI middleware: times every HTTP request into ``histogram`` by route template (bounded cardinality)
-    and, with ``log``, writes one access record per request (``api.logs.access``). Plain ASGI rather than
-    Starlette's ``BaseHTTPMiddleware``, which costs a task and a queue per request."""
+    """ASGI middleware: times every HTTP request into ``histogram`` by method and route template, the labels
+    bounded (``HTTP_METHODS``, ``UNMATCHED``), and, with ``log``, writes one access record per request
+    (``api.logs.access``). Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which costs a task and a
+    queue per request."""
 
     def __init__(self, app: ASGIApp, histogram: Histogram, log: bool = False) -> None:
         self._app = app
@@ -75,7 +84,8 @@ class RequestObserver:
         finally:
             elapsed = time.perf_counter() - started
             template = getattr(scope.get("route"), "path", None)
-            self._histogram.labels(scope["method"], template or "(unmatched)", str(status)).observe(elapsed)
+            method = scope["method"] if scope["method"] in HTTP_METHODS else OTHER_METHOD
+            self._histogram.labels(method, template or UNMATCHED, str(status)).observe(elapsed)
             if self._log:
                 access(scope, template, status, elapsed)
 
@@ -116,10 +126,21 @@ class CacheCollector(Collector):
         yield queued
 
 
+class Exposition(Response):
+    """Prometheus's text exposition format."""
+
+    media_type = CONTENT_TYPE_LATEST
+
+
 def metrics_route(app: FastAPI) -> None:
-    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (no token needed)")
-    async def metrics() -> Response:
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        summary="Prometheus metrics in the text exposition format (no token needed)",
+        response_class=Exposition,
+    )
+    async def metrics() -> Exposition:
+        return Exposition(generate_latest(REGISTRY))
 
 
 CACHE_COLLECTOR: Final = CacheCollector()

@@ -12,6 +12,7 @@ raised                                      status  when
 ``api.auth.AuthUnavailable``                503     the API server could not be asked who the caller is
 ``lightkube.ApiError`` from a write         mirrors 404, 409, 422 as the API server said; others 502
 ``httpx2.HTTPError`` from a write           503     the API server could not be reached
+Starlette's ``HTTPException`` (``api.door``) its own  no such route (404), method (405), body too large (413)
 =========================================  ======  ==================================================
 """
 
@@ -27,8 +28,8 @@ from fastapi.responses import JSONResponse
 from lightkube import ApiError as KubeApiError
 
 from api.auth import AuthUnavailable, Refusal
-from esi.resources.meta import EsiModel
-from esi.wire.rest import ApiError, FieldProblem, field_problems
+from api.door import API_BODY_LIMIT, too_large
+from esi.wire.rest import ApiError, ErrorBody, FieldProblem, field_problems
 
 __all__ = ["ErrorBody", "Problem", "install", "not_found", "problem_response", "refusal_responses", "refusals"]
 
@@ -47,10 +48,6 @@ def not_found(kind: str, name: str, namespace: str) -> Problem:
     return Problem(404, f"Not found: {kind} {name} in namespace {namespace}")
 
 
-class ErrorBody(EsiModel):
-    detail: ApiError
-
-
 def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
     """A route's refusals for its OpenAPI description: those of every route (401, 403, 422, 503) and ``codes``."""
     meaning = {
@@ -58,6 +55,7 @@ def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
         403: "The token's user may not do this in this namespace",
         404: "No such object in this namespace",
         409: "A conflicting change (e.g. the Scheduling is being deleted)",
+        413: too_large(API_BODY_LIMIT).detail.message,
         422: "The body or a parameter is invalid; `errors` names each field",
         503: "The Kubernetes API could not be asked",
     }

@@ -384,7 +384,7 @@ class _Session:
             client_heartbeat = parse_heartbeat(frame.headers.get("heart-beat"))
         except StompProtocolError as err:
             raise _Refused(f"malformed frame: {err}") from err
-        principal = await self._guarded(self._authenticate(self._token(frame)))
+        principal = await self._guarded(self._authenticated(frame))
         if self._closing.is_set():  # closed while authentication was pending
             return
         sends, expects = negotiate_heartbeat(client_heartbeat, self._broker.heartbeat_ms)
@@ -394,6 +394,9 @@ class _Session:
         log.info("STOMP session %s connected for %s", self.id, principal.name)
         headers = {"version": "1.2", "heart-beat": f"{sends},{expects}", "server": _SERVER, "session": self.id}
         self._send(Frame("CONNECTED", headers))
+
+    async def _authenticated(self, frame: Frame) -> Principal:
+        return await self._authenticate(self._token(frame))
 
     def _token(self, frame: Frame) -> str | None:
         websocket = self._websocket

@@ -26,6 +26,8 @@ import httpx2
 from lightkube import ApiError, KubeConfig
 from lightkube.config.client_adapter import user_auth, verify_cluster
 
+from esi.resources.meta import is_namespace_name, is_object_name
+
 __all__ = ["PodWriteFailed", "PodWrites"]
 
 _TIMEOUT = aiohttp.ClientTimeout(total=10)  # as lightkube's
@@ -66,7 +68,7 @@ class PodWrites:
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
         if uid:
             options["preconditions"] = {"uid": uid}
-        await self._send("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", options)
+        await self._send("DELETE", _pod_path(namespace, name), options)
 
     async def bind(
         self, namespace: str, name: str, *, uid: str | None, node: str, annotations: Mapping[str, str]
@@ -84,7 +86,7 @@ class PodWrites:
             "metadata": metadata,
             "target": {"kind": "Node", "name": node},
         }
-        await self._send("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", binding)
+        await self._send("POST", _pod_path(namespace, name) + "/binding", binding)
 
     async def _send(self, method: str, path: str, body: Mapping[str, Any]) -> None:
         url, content = self._server + path, json.dumps(body).encode()
@@ -125,6 +127,15 @@ class PodWrites:
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as err:
             raise PodWriteFailed(f"{method} {url}: {err or type(err).__name__}") from err
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    """The pod's path on the API server; a name that is no object name would make it another path."""
+    if not is_namespace_name(namespace):
+        raise PodWriteFailed(f"not a namespace name: {namespace!r}")
+    if not is_object_name(name):
+        raise PodWriteFailed(f"not a pod name: {name!r}")
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
 def _proxy_for(server: str) -> str | None:

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from lightkube import KubeConfig
 
 from api import health
+from api.door import EXTENDER_BODY_LIMIT, guard
 from api.extender import routes
 from api.extender.binder import SlotBinder
 from api.extender.feed import feeding
@@ -52,7 +53,9 @@ def create_extender_app(
     app.state.slot_index = slot_index
     app.state.recordings = set()  # slot records being written (routes._record_ghostless_binding)
     app.include_router(routes.router)
+    routes.describe(app)
     measure(app, EXTENDER_LATENCY)
+    guard(app, EXTENDER_BODY_LIMIT)
     health.install(app, lambda: [])
     return app
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import models_json_schema
 
 from api.extender.binder import SlotBinder
 from api.extender.slot_index import SlotIndex, pod_key
@@ -21,13 +22,15 @@ from api.extender.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderBindingResult,
+    ExtenderFilterResult,
     ExtenderPreemptionArgs,
+    ExtenderPreemptionResult,
     SchedulingPod,
 )
 from esi.objects.names import is_executor
-from esi.wire.rest import ApiError, field_problems
+from esi.wire.rest import ApiError, ErrorBody, field_problems
 
-__all__ = ["BindingRecorder", "router", "slot_index"]
+__all__ = ["BindingRecorder", "describe", "router", "slot_index"]
 
 # Records (namespace, pod name, slot id) on the pod; set on app.state by whoever holds a Kubernetes client.
 BindingRecorder = Callable[[str, str, int], Coroutine[Any, Any, None]]
@@ -35,6 +38,24 @@ BindingRecorder = Callable[[str, str, int], Coroutine[Any, Any, None]]
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/extender", tags=["extender"])
 Request_ = TypeVar("Request_", bound=BaseModel)
+
+
+_REF: Final = "#/components/schemas/{model}"
+
+
+def describe(app: FastAPI) -> None:
+    """Have ``app``'s OpenAPI description hold the schemas of the verbs' bodies."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            described = plain()
+            _, schemas = models_json_schema([(m, "validation") for m in _ARGUMENTS], ref_template=_REF)
+            described.setdefault("components", {}).setdefault("schemas", {}).update(schemas.get("$defs", {}))
+            app.openapi_schema = described
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 async def slot_index(request: Request) -> SlotIndex:
@@ -81,7 +102,23 @@ def _name(pod: SchedulingPod) -> str:
     return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
-@router.post("/filter", summary="Allow only the node of the executor's slot")
+_ARGUMENTS: Final = (ExtenderArgs, ExtenderPreemptionArgs, ExtenderBindingArgs)
+
+
+def _verb(arguments: type[BaseModel], answer: type[BaseModel]) -> dict[str, Any]:
+    """A verb's OpenAPI description: its body (parsed by ``_parse``, so FastAPI does not know it: ``describe``
+    adds its schema) and its answers."""
+    body = {"$ref": _REF.format(model=arguments.__name__)}
+    return {
+        "openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": body}}}},
+        "response_model": answer,
+        "responses": {400: {"model": ErrorBody, "description": "The body does not fit; `errors` names each field"}},
+    }
+
+
+@router.post(
+    "/filter", summary="Allow only the node of the executor's slot", **_verb(ExtenderArgs, ExtenderFilterResult)
+)
 async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderArgs)
     answer = index.filter(args)
@@ -91,7 +128,11 @@ async def filter_nodes(request: Request, index: Index) -> JSONResponse:
     return JSONResponse(answer.model_dump(mode="json"))
 
 
-@router.post("/bind", summary="Bind the pod: an executor into its slot, in place of the slot's ghost")
+@router.post(
+    "/bind",
+    summary="Bind the pod: an executor into its slot, in place of the slot's ghost",
+    **_verb(ExtenderBindingArgs, ExtenderBindingResult),
+)
 async def bind(request: Request) -> JSONResponse:
     args = await _parse(request, ExtenderBindingArgs)
     binder: SlotBinder | None = getattr(request.app.state, "binder", None)
@@ -104,7 +145,11 @@ async def bind(request: Request) -> JSONResponse:
     return JSONResponse(answer.model_dump(mode="json"))
 
 
-@router.post("/preempt", summary="Evict exactly the ghost pod of the executor's slot")
+@router.post(
+    "/preempt",
+    summary="Evict exactly the ghost pod of the executor's slot",
+    **_verb(ExtenderPreemptionArgs, ExtenderPreemptionResult),
+)
 async def preempt(request: Request, index: Index) -> JSONResponse:
     args = await _parse(request, ExtenderPreemptionArgs)
     answer = index.preempt(args)

@@ -10,10 +10,10 @@ A request that does not fit these models is a client error (HTTP 400) naming the
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from esi.resources.meta import MAX_NAME_LENGTH, MAX_NAMESPACE_LENGTH, NAME_PATTERN, NAMESPACE_PATTERN
 
 __all__ = [
     "ExtenderArgs",
@@ -24,6 +24,8 @@ __all__ = [
     "ExtenderPreemptionResult",
     "MetaPod",
     "MetaVictims",
+    "Node",
+    "NodeMeta",
     "PodMeta",
     "SchedulingPod",
     "Victims",
@@ -65,11 +67,21 @@ class SchedulingPod(_KubeObject):
     spec: PodSpec = Field(default_factory=PodSpec)
 
 
+class NodeMeta(_KubeObject):
+    name: str = ""
+
+
+class Node(_KubeObject):
+    """A node sent whole (a scheduler without ``nodeCacheCapable``): only its name is read."""
+
+    metadata: NodeMeta = Field(default_factory=NodeMeta)
+
+
 class NodeList(_KubeObject):
-    items: list[dict[str, Any]] = Field(default_factory=list)
+    items: list[Node] = Field(default_factory=list)
 
     def names(self) -> list[str]:
-        return [str(item.get("metadata", {}).get("name", "")) for item in self.items]
+        return [item.metadata.name for item in self.items]
 
 
 class ExtenderArgs(_GoStruct):
@@ -129,8 +141,11 @@ class ExtenderPreemptionResult(_GoStruct):
 class ExtenderBindingArgs(_GoStruct):
     """Bind request: the pod the scheduler placed, and where."""
 
-    pod_name: str = Field(alias="PodName", min_length=1)
-    pod_namespace: str = Field(alias="PodNamespace", min_length=1)
+    # Both go into the API server's URLs: only object names are accepted.
+    pod_name: str = Field(alias="PodName", min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    pod_namespace: str = Field(
+        alias="PodNamespace", min_length=1, max_length=MAX_NAMESPACE_LENGTH, pattern=NAMESPACE_PATTERN
+    )
     pod_uid: str = Field(default="", alias="PodUID")
     node: str = Field(alias="Node", min_length=1)
 

@@ -3,24 +3,26 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Body, Response
 from lightkube import ApiError as KubeApiError
 from lightkube.types import PatchType
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter, field_validator
 
-from api.dependencies import AskedView, Cache, Kube, Namespace, may
+from api.dependencies import AskedView, Cache, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
-from esi.resources.meta import MAX_NAME_LENGTH, NAME_PATTERN, EsiModel
+from esi.resources.batchjob import MAX_EXTERNAL_SCHEDULER_BYTES
+from esi.resources.meta import EsiModel, ObjectName
 from esi.wire.rest import ExternalBatchJob, OriginalBatchJob, View, external_batchjob
 from kube.errors import Refusal, refusal
 from kube.resources import BatchJobResource, plain
 
 __all__ = ["JobUpdate", "router"]
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _JOBS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(dict[str, OriginalBatchJob]),
@@ -34,10 +36,22 @@ class JobUpdate(EsiModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    name: ObjectName
     external_scheduler: dict[str, list[dict[str, str]]] | None = Field(
-        default=None, description="Replaces the job's data wholesale; null removes it; left out, it stays as it is."
+        default=None,
+        description="Replaces the job's data wholesale; null removes it; left out, it stays as it is. At most "
+        f"{MAX_EXTERNAL_SCHEDULER_BYTES // 1024} KiB as JSON, what a BatchJob holds beside its spec and runs.",
     )
+
+    @field_validator("external_scheduler")
+    @classmethod
+    def _fits_a_batchjob(cls, data: dict[str, list[dict[str, str]]] | None) -> dict[str, list[dict[str, str]]] | None:
+        size = len(json.dumps(data, separators=(",", ":")).encode()) if data is not None else 0
+        if size > MAX_EXTERNAL_SCHEDULER_BYTES:
+            raise ValueError(
+                f"{size:,} bytes as JSON: a BatchJob holds at most {MAX_EXTERNAL_SCHEDULER_BYTES // 1024} KiB"
+            )
+        return data
 
 
 @router.get(
@@ -80,7 +94,7 @@ _JOB_UPDATE_EXAMPLE: Final = {
     summary="Replace a BatchJob's externalScheduler data",
     response_model=OriginalBatchJob | ExternalBatchJob,
     dependencies=[may("patch", "batchjobs")],
-    responses=refusals(404),
+    responses=refusals(404, 413),
 )
 @router.put("/jobs/", include_in_schema=False, dependencies=[may("patch", "batchjobs")])
 async def put_job(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.dependencies import Cache, Namespace, may
+from api.dependencies import Cache, CheckedFirst, Namespace, may
 from api.problems import refusals
 from api.routes.answers import listing
 from esi.wire.rest import Overview, overview
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 
 @router.get(

@@ -4,7 +4,6 @@ one of that name exists (the online-edit path)."""
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Body, Path, Response, status
@@ -14,7 +13,7 @@ from lightkube.codecs import from_dict
 from pydantic import TypeAdapter, ValidationError
 
 from api.cache import ResourceCache
-from api.dependencies import AskedView, Auth, Cache, Caller, Kube, Namespace, may
+from api.dependencies import AskedView, Auth, Cache, Caller, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
 from esi.decisions.scheduling_lifecycle import spec_problems, testbed_view
@@ -38,7 +37,7 @@ __all__ = ["REPLACE_ATTEMPTS", "router"]
 REPLACE_ATTEMPTS: Final = 3
 _REPLACED: Final = frozenset({"testbed", "slots", "queueBased", "slotBased"})
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _SCHEDULINGS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(list[OriginalScheduling]),
@@ -101,7 +100,7 @@ _SLOTS_EXAMPLE: Final = {
     status_code=status.HTTP_201_CREATED,
     response_model=_ONE,
     dependencies=[may("create", "schedulings")],
-    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409)},
+    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409, 413)},
 )
 async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route declares)
     request: Annotated[
@@ -152,16 +151,17 @@ async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route dec
 async def _refuse_missing_jobs(
     request: SchedulingSubmission, cache: ResourceCache, kube: AsyncClient, namespace: str
 ) -> None:
-    """422 naming each entry whose BatchJob does not exist. The cache may lag a job just created: one it does
-    not know is looked up before it is refused, and one that cannot be looked up is not refused."""
+    """422 naming each entry whose BatchJob does not exist. The cache may lag a job just created: the jobs it
+    does not know are looked for in one LIST of the namespace's BatchJobs (not one GET each: a submission names
+    up to 4,096), and when that cannot be read nothing is refused."""
     if request.queue is not None:
         named = [(f"queue[{i}]", job) for i, job in enumerate(request.queue)]
     else:
         assert request.slots is not None
         named = [(f"slots.jobs[{i}].name", job.name) for i, job in enumerate(request.slots.jobs)]
-    # A name that is no object name is left to the API server, whose refusal names the field.
-    unknown = {job for _, job in named if _is_name(job) and cache.jobs.get(namespace, job) is None}
-    missing = {job for job in sorted(unknown) if not await _exists(kube, job, namespace)}
+    unknown = {job for _, job in named if cache.jobs.get(namespace, job) is None}
+    listed = await _job_names(kube, namespace) if unknown else None
+    missing = unknown - listed if listed is not None else set()
     if missing:
         raise Problem(
             422,
@@ -175,17 +175,17 @@ async def _refuse_missing_jobs(
         )
 
 
-def _is_name(name: str) -> bool:
-    return len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None
-
-
-async def _exists(kube: AsyncClient, job: str, namespace: str) -> bool:
-    """Whether the API server has BatchJob ``job``; True when it cannot tell (a refusal is not an absence)."""
+async def _job_names(kube: AsyncClient, namespace: str) -> set[str] | None:
+    """The names of the API server's BatchJobs in ``namespace``; None when it cannot tell (a refusal is not an
+    absence)."""
+    names: set[str] = set()
     try:
-        await kube.get(BatchJobResource, job, namespace=namespace)
-    except KubeApiError as err:
-        return refusal(err) is not Refusal.NOT_FOUND
-    return True
+        async for job in kube.list(BatchJobResource, namespace=namespace):
+            if job.metadata is not None and job.metadata.name:
+                names.add(job.metadata.name)
+    except KubeApiError:
+        return None
+    return names
 
 
 def _refuse_unplaceable(

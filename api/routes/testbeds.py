@@ -13,7 +13,7 @@ from lightkube import AsyncClient
 from lightkube.types import PatchType
 from pydantic import TypeAdapter
 
-from api.dependencies import AskedView, Cache, Kube, Namespace, may, may_cluster_wide
+from api.dependencies import AskedView, Cache, CheckedFirst, Kube, Namespace, may, may_cluster_wide
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
 from esi.decisions.node_choice import NodeRefusal, choose_nodes
@@ -39,7 +39,7 @@ __all__ = ["router"]
 T = TypeVar("T")
 _NOTHING: Final = Resources(Quantity(0), Quantity(0))
 
-router = APIRouter(prefix="/external", tags=["external scheduler API"])
+router = APIRouter(prefix="/external", tags=["external scheduler API"], route_class=CheckedFirst)
 
 _TESTBEDS: Final[dict[View, TypeAdapter[Any]]] = {
     View.ORIGINAL: TypeAdapter(list[OriginalTestbed]),

@@ -124,7 +124,7 @@ def rest_api_page() -> str:
         *_operations(extender, level="###"),
         "## Schemas",
         "",
-        *_schemas(api["components"]["schemas"]),
+        *_schemas(api["components"]["schemas"] | extender["components"]["schemas"]),
     ]
     return "\n".join(lines)
 

@@ -64,13 +64,13 @@ from esi.wire.rest import (
     ApiError,
     ExternalBatchJob,
     ExternalScheduling,
-    ExternalSlots,
-    ExternalSlotsJob,
     ExternalTestbed,
     FieldProblem,
     Overview,
     ResourceModification,
     SchedulingSubmission,
+    SubmittedSlots,
+    SubmittedSlotsJob,
     TestbedNodes,
     TestbedNodesRequest,
     View,
@@ -330,9 +330,9 @@ def _queue(name: str, testbed: str, jobs: Sequence[str]) -> SchedulingSubmission
 
 
 def _slots(name: str, testbed: str, jobs: Mapping[str, Sequence[int]], strict: bool) -> SchedulingSubmission:
-    slots = ExternalSlots(
+    slots = SubmittedSlots(
         mode="STRICT" if strict else "RELAXED",
-        jobs=[ExternalSlotsJob(name=job, slots=list(ids)) for job, ids in jobs.items()],
+        jobs=[SubmittedSlotsJob(name=job, slots=list(ids)) for job, ids in jobs.items()],
     )
     return SchedulingSubmission(name=name, test_bed=testbed, slots=slots)
 

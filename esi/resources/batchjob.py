@@ -25,6 +25,7 @@ from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, EsiModel, ObjectMet
 
 __all__ = [
     "ACTIVE_STATES",
+    "MAX_EXTERNAL_SCHEDULER_BYTES",
     "MAX_REASON",
     "MAX_RUNS",
     "BatchJob",
@@ -39,6 +40,9 @@ __all__ = [
     "SparkPodSpec",
 ]
 
+# How much externalScheduler data esi writes onto a BatchJob, as JSON: a third of what the API server stores in
+# one object (1.5 MiB), so that the job's spec and run history still fit beside it.
+MAX_EXTERNAL_SCHEDULER_BYTES: Final = 512 * 1024
 MAX_RUNS = 50  # run history kept per BatchJob (oldest dropped first; every run is also a Run of its own)
 _NAMESPACED_NAME_LENGTH = 63 + 1 + MAX_NAME_LENGTH  # namespace/name
 

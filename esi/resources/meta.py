@@ -10,10 +10,11 @@ status only when it did.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Annotated, Any, ClassVar, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.alias_generators import to_camel
@@ -23,6 +24,8 @@ from pydantic_core import CoreSchema
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "MAX_NAMESPACE_LENGTH",
+    "MAX_NAME_LENGTH",
     "NAMESPACE_PATTERN",
     "NAME_PATTERN",
     "PART_OF_LABEL",
@@ -32,11 +35,14 @@ __all__ = [
     "ConditionStatus",
     "EsiModel",
     "ObjectMeta",
+    "ObjectName",
     "ObjectReference",
     "PodRole",
     "ReconciledStatus",
     "deep_merged",
     "find_condition",
+    "is_namespace_name",
+    "is_object_name",
     "part_of_esi",
     "set_condition",
     "set_conditions",
@@ -68,6 +74,20 @@ MAX_NAME_LENGTH = 253
 # What the API server accepts as the name of an esi object (a DNS-1123 subdomain) and of a namespace (label).
 NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 NAMESPACE_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_NAMESPACE_LENGTH: Final = 63
+
+
+# The name of an esi object or a pod, as a model's field (and its schema) says it.
+ObjectName = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)]
+
+
+def is_object_name(name: str) -> bool:
+    """Whether ``name`` can name an esi object or a pod (a DNS-1123 subdomain)."""
+    return len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None
+
+
+def is_namespace_name(name: str) -> bool:
+    return len(name) <= MAX_NAMESPACE_LENGTH and re.fullmatch(NAMESPACE_PATTERN, name) is not None
 
 
 class EsiModel(BaseModel):

@@ -25,6 +25,7 @@ from esi.resources.meta import API_VERSION, EsiModel, ObjectMeta, ObjectReferenc
 
 __all__ = [
     "MAX_QUEUE",
+    "MAX_SLOT_IDS",
     "MAX_SLOT_JOBS",
     "JobProgress",
     "JobState",
@@ -36,6 +37,7 @@ __all__ = [
     "SlotBased",
     "SlotJob",
     "SlotMode",
+    "distinct_slot_ids",
     "testbed_field",
     "testbed_name",
 ]
@@ -44,6 +46,7 @@ MAX_QUEUE = 4096
 # The CEL rule that keeps slotBased job names distinct compares every pair; the API server refuses a CRD
 # whose worst-case rule cost is too high, and 256 jobs is what fits its budget.
 MAX_SLOT_JOBS = 256
+MAX_SLOT_IDS: Final = 4096  # of one job
 
 
 class SlotMode(StrEnum):
@@ -55,23 +58,25 @@ class SlotMode(StrEnum):
     """Any job whose slots are all free starts, even ahead of earlier jobs that still wait."""
 
 
+def distinct_slot_ids(ids: list[int]) -> list[int]:
+    """A job's slot ids, which are non-negative and distinct (one executor per slot); else ``ValueError``."""
+    if any(i < 0 for i in ids):
+        raise ValueError("slot ids are non-negative")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"slot ids must be distinct, got {ids}")
+    return ids
+
+
 class SlotJob(EsiModel):
     name: ObjectReference = Field(description="The BatchJob.")
     slot_ids: list[int] = Field(
         min_length=1,
-        max_length=4096,
+        max_length=MAX_SLOT_IDS,
         description="Global ids of the slots its executors go to; one executor per slot.",
         json_schema_extra={"x-kubernetes-list-type": "set", "items": {"type": "integer", "minimum": 0}},
     )
 
-    @field_validator("slot_ids")
-    @classmethod
-    def _distinct_non_negative(cls, ids: list[int]) -> list[int]:
-        if any(i < 0 for i in ids):
-            raise ValueError("slot ids are non-negative")
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"slot ids must be distinct, got {ids}")
-        return ids
+    _distinct_non_negative = field_validator("slot_ids")(distinct_slot_ids)
 
 
 class SlotBased(EsiModel):

@@ -20,19 +20,29 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from esi.decisions.node_choice import NodeChoice
 from esi.resources.batchjob import BatchJob, BatchJobState, RunOutcome, RunRecord
-from esi.resources.meta import Condition, EsiModel, ObjectReference
-from esi.resources.scheduling import JobState, Scheduling, SchedulingState, SchedulingStatus
+from esi.resources.meta import Condition, EsiModel, ObjectName, ObjectReference
+from esi.resources.scheduling import (
+    MAX_QUEUE,
+    MAX_SLOT_IDS,
+    MAX_SLOT_JOBS,
+    JobState,
+    Scheduling,
+    SchedulingState,
+    SchedulingStatus,
+    distinct_slot_ids,
+)
 from esi.resources.testbed import MAX_SLOTS, Slot, SlotState, Testbed, TestbedState
 
 __all__ = [
     "ESI_STATE_NAMES",
     "ApiError",
+    "ErrorBody",
     "ExternalBatchJob",
     "ExternalScheduledEvent",
     "ExternalScheduling",
@@ -52,6 +62,8 @@ __all__ = [
     "ResourceModification",
     "SchedulingSubmission",
     "SchedulingSummary",
+    "SubmittedSlots",
+    "SubmittedSlotsJob",
     "TestbedNode",
     "TestbedNodes",
     "TestbedNodesRequest",
@@ -240,11 +252,30 @@ class ExternalSlotsJob(EsiModel):
     slots: list[int] = Field(min_length=1, description="Its slot ids, one executor each.")
 
 
+class SubmittedSlotsJob(ExternalSlotsJob):
+    """A job of a submission's slot lists: its name an object name, its slot ids distinct and non-negative
+    integers (``true`` is no slot id)."""
+
+    name: ObjectName = Field(description="The BatchJob.")
+    slots: list[Annotated[int, Field(strict=True, ge=0)]] = Field(
+        min_length=1,
+        max_length=MAX_SLOT_IDS,
+        description="Its slot ids, distinct, one executor each.",
+        json_schema_extra={"uniqueItems": True},
+    )
+
+    _distinct = field_validator("slots")(distinct_slot_ids)
+
+
 class ExternalSlots(EsiModel):
     mode: Literal["STRICT", "RELAXED", "strict", "relaxed"] = Field(
         description="STRICT: in order, none overtakes; RELAXED: any job whose slots are free starts."
     )
-    jobs: list[ExternalSlotsJob] = Field(min_length=1)
+    jobs: Sequence[ExternalSlotsJob] = Field(min_length=1)
+
+
+class SubmittedSlots(ExternalSlots):
+    jobs: list[SubmittedSlotsJob] = Field(min_length=1, max_length=MAX_SLOT_JOBS, description="Each job once.")
 
 
 class _Strategy(EsiModel):
@@ -285,6 +316,24 @@ class SchedulingSubmission(_Strategy):
     field are accepted and ignored. A Scheduling manifest, or a body written with a manifest's names, is
     refused with the names this shape has."""
 
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["queue"], "properties": {"queue": {"type": "array"}}},
+                {"required": ["slots"], "properties": {"slots": {"type": "object"}}},
+            ]
+        },
+    )
+
+    # What the server takes: every reference an object name, so that the Scheduling can ever find it.
+    name: ObjectName
+    test_bed: ObjectName = Field(description="The Testbed's name.")
+    queue: list[ObjectName] | None = Field(
+        default=None, min_length=1, max_length=MAX_QUEUE, description="Job names in order; k times = k executors."
+    )
+    slots: SubmittedSlots | None = None
     state: Any = Field(default=None, description="Read-only: ignored when sent.")
     job_status: Any = Field(default=None, description="Read-only: ignored when sent.")
 
@@ -525,6 +574,12 @@ class ApiError(_Wire):
 
     message: str
     errors: list[FieldProblem] = Field(default_factory=list)
+
+
+class ErrorBody(_Wire):
+    """The body of every refusal, of the API and of the extender."""
+
+    detail: ApiError
 
 
 def field_problems(

@@ -117,12 +117,13 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
         f"Scheduling s names BatchJobs that do not exist in namespace {namespace}: a, b"
     )
     assert [p["field"] for p in missing.json()["detail"]["errors"]] == ["queue[0]", "queue[1]", "queue[2]"]
-    # A job created a moment ago, which the API's cache may not have seen yet, is there.
-    spark_job(esi_stack, namespace, "a")
-    invalid = api.post("/external/schedulings", json={"name": "Not A Name", "testBed": "tb", "queue": ["a"]})
-    assert invalid.status_code == 422, invalid.text  # the API server's own validation, passed on
-    assert invalid.json()["detail"]["errors"][0]["field"] == "metadata.name"
+    invalid = api.post("/external/schedulings", json={"name": "Not A Name", "testBed": "../tb", "queue": ["a"]})
+    assert invalid.status_code == 422, invalid.text
+    assert [p["field"] for p in invalid.json()["detail"]["errors"]] == ["name", "testBed"]
     assert api.get("/external/schedulings").json() == []
+    # A job created a moment ago, which the API's cache may not have seen yet, is there (read in one LIST).
+    spark_job(esi_stack, namespace, "a")
+    assert api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["a"]}).status_code == 201
 
 
 def test_a_scheduling_being_deleted_cannot_be_replaced(

@@ -105,7 +105,20 @@ json_values = st.recursive(
         st.lists(inner, max_size=3)
         | st.dictionaries(
             st.sampled_from(
-                ["Pod", "NodeNames", "metadata", "name", "labels", "Pods", "UID", "NodeNameToMetaVictims", "x"]
+                [
+                    "Pod",
+                    "NodeNames",
+                    "Nodes",
+                    "items",
+                    "metadata",
+                    "name",
+                    "labels",
+                    "Pods",
+                    "UID",
+                    "NodeNameToMetaVictims",
+                    "NodeNameToVictims",
+                    "x",
+                ]
             ),
             inner,
             max_size=4,
@@ -120,10 +133,19 @@ names = st.text(max_size=3)
 labels = st.dictionaries(names, names, max_size=2)
 pods = st.fixed_dictionaries({"metadata": st.fixed_dictionaries({"name": names}, optional={"labels": labels})})
 victims = st.fixed_dictionaries({"Pods": st.lists(st.fixed_dictionaries({"UID": names}), max_size=2)})
+# Nodes as whole objects (a scheduler without nodeCacheCapable), their metadata any JSON at all.
+nodes = st.fixed_dictionaries(
+    {
+        "items": st.lists(
+            st.fixed_dictionaries({}, optional={"metadata": json_values | pods.map(lambda p: p["metadata"])})
+        )
+    }
+)
 requests = st.fixed_dictionaries(
     {"Pod": pods},
     optional={
         "NodeNames": st.lists(names, max_size=3),
+        "Nodes": nodes,
         "NodeNameToMetaVictims": st.dictionaries(names, victims, max_size=2),
         "x": json_values,
     },
@@ -202,3 +224,65 @@ def test_a_slot_is_recorded_on_the_pod_before_a_preemption_names_its_ghost_and_n
 
     client.post("/extender/preempt", json={"Pod": executor_pod("e1"), "NodeNameToMetaVictims": victims})
     assert written == [("ns", "e1", 3)], "once per binding"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    path=st.sampled_from(["/extender/filter", "/extender/preempt", "/extender/bind"]),
+    body=st.binary(max_size=20) | bodies.map(lambda b: json.dumps(b).encode()),
+)
+def test_every_verb_answers_any_body_with_an_answer_or_a_400_in_the_apis_error_shape(path: str, body: bytes) -> None:
+    response = TestClient(create_extender_app()).post(path, content=body, headers={"Content-Type": "application/json"})
+
+    assert response.status_code in {200, 400}, response.text
+    if response.status_code == 400:
+        assert {"message", "errors"} <= set(response.json()["detail"])
+
+
+@pytest.mark.parametrize(
+    ("binding", "field"),
+    [
+        ({"PodName": "../../nodes/n1", "PodNamespace": "ns"}, "PodName"),
+        ({"PodName": "e1", "PodNamespace": "ns/pods/x"}, "PodNamespace"),
+        ({"PodName": "e1?dryRun=All", "PodNamespace": "ns"}, "PodName"),
+    ],
+)
+def test_bind_refuses_names_that_are_no_object_names_with_400(
+    client: TestClient, binding: dict[str, str], field: str
+) -> None:
+    response = client.post("/extender/bind", json=binding | {"PodUID": "u", "Node": "n1"})
+
+    assert response.status_code == 400
+    assert field in [e["field"] for e in response.json()["detail"]["errors"]]
+
+
+def test_the_openapi_description_declares_each_verbs_body() -> None:
+    paths = TestClient(create_extender_app()).get("/openapi.json").json()["paths"]
+
+    for path, model in [
+        ("/extender/filter", "ExtenderArgs"),
+        ("/extender/preempt", "ExtenderPreemptionArgs"),
+        ("/extender/bind", "ExtenderBindingArgs"),
+    ]:
+        body = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert body["$ref"].endswith(f"/{model}"), (path, body)
+        assert "400" in paths[path]["post"]["responses"], path
+
+
+def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(client: TestClient) -> None:
+    nodes = [f"node-{i:07d}" for i in range(1_200_000)]  # 17 MiB
+    said = client.post("/extender/filter", json={"Pod": executor_pod("e1"), "NodeNames": nodes})
+    streamed = client.post("/extender/filter", content=iter([b"[", *[b'"node-0000001",' * 1000] * 1200, b"1]"]))
+
+    for answer in (said, streamed):
+        assert answer.status_code == 413
+        assert "16 MiB" in answer.json()["detail"]["message"]
+
+
+def test_routing_refusals_have_the_one_error_shape(client: TestClient) -> None:
+    wrong_method = client.get("/extender/filter")
+    nowhere = client.post("/extender/nowhere", json={})
+
+    assert (wrong_method.status_code, wrong_method.headers["Allow"]) == (405, "POST")
+    assert nowhere.status_code == 404
+    assert all(answer.json()["detail"]["message"] for answer in (wrong_method, nowhere))

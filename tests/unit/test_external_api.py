@@ -15,6 +15,7 @@ from api.app import create_api_app
 from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
 from esi.resources.meta import GROUP
+from kube.resources import BatchJobResource
 from tests.builders import status_slot, stored
 from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -92,7 +93,7 @@ def test_what_does_not_exist_is_a_404_naming_it(api: TestClient, path: str) -> N
     [
         ({}, "no bearer token"),
         ({"Authorization": "Bearer wrong"}, "token"),
-        ({"Authorization": f"Basic {TOKEN}"}, "no bearer token"),
+        ({"Authorization": f"Basic {TOKEN}"}, "not a bearer token"),
     ],
 )
 def test_without_the_token_every_route_is_a_401_with_the_reason(
@@ -113,6 +114,26 @@ def test_health_readiness_metrics_and_docs_need_no_token(api: TestClient) -> Non
     assert 'esi_testbed_slots{namespace="default",state="Free",testbed="tb"} 4.0' in metrics.text
     assert "esi_api_request_duration_seconds" in metrics.text
     assert api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]
+
+
+def test_metrics_have_one_series_for_every_made_up_method_and_unknown_path(api: TestClient) -> None:
+    for method in ("FOO", "BAR1", "PROPFIND"):
+        api.request(method, "/external/testbeds", headers=AUTH)
+        api.request(method, f"/nowhere/{method}", headers=AUTH)
+
+    metrics = api.get("/metrics").text
+    assert "FOO" not in metrics
+    assert "PROPFIND" not in metrics
+    assert "/nowhere" not in metrics
+    assert 'method="other",route="/external/testbeds",status="405"' in metrics
+
+
+def test_metrics_are_documented_as_prometheus_text(api: TestClient) -> None:
+    described = api.get("/openapi.json").json()["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+
+    (media_type,) = described
+    assert media_type.startswith("text/plain; version=")
+    assert api.get("/metrics").headers["content-type"] == media_type
 
 
 class ReadOnly:
@@ -142,7 +163,7 @@ def test_a_caller_may_read_but_not_submit_is_refused_with_403(cache: ResourceCac
     assert deleted.status_code == 403
 
 
-def slots(mode: str, *jobs: tuple[str, list[int]]) -> dict[str, Any]:
+def slots(mode: str, *jobs: tuple[str, list[Any]]) -> dict[str, Any]:
     return {"mode": mode, "jobs": [{"name": name, "slots": ids} for name, ids in jobs]}
 
 
@@ -155,8 +176,20 @@ def slots(mode: str, *jobs: tuple[str, list[int]]) -> dict[str, Any]:
         ({"name": "s", "testBed": "tb", "slots": slots("SOMETIMES", ("a", [0]))}, "slots.mode"),
         ({"name": "s", "testBed": "tb", "slots": slots("STRICT", ("a", []))}, "slots.jobs.0.slots"),
         ({"name": "s", "testBed": "tb", "slots": slots("STRICT")}, "slots.jobs"),
-        ({"name": "s", "testBed": "tb", "queue": []}, "spec.queueBased"),
-        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [-1]))}, "spec.slotBased"),
+        ({"name": "s", "testBed": "tb", "queue": []}, "queue"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [-1]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [1, 1]))}, "slots.jobs.0.slots"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [True]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", [1.0]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("relaxed", ("a", ["1"]))}, "slots.jobs.0.slots.0"),
+        ({"name": "s", "testBed": "../x", "queue": ["a"]}, "testBed"),
+        ({"name": "s", "testBed": "tb\n", "queue": ["a"]}, "testBed"),
+        ({"name": "s", "testBed": "Tb", "queue": ["a"]}, "testBed"),
+        ({"name": "s/x", "testBed": "tb", "queue": ["a"]}, "name"),
+        ({"name": "s", "testBed": "tb", "queue": ["a", " "]}, "queue.1"),
+        ({"name": "s", "testBed": "tb", "queue": ["../wordcount"]}, "queue.0"),
+        ({"name": "s", "testBed": "tb", "queue": ["word\x00count"]}, "queue.0"),
+        ({"name": "s", "testBed": "tb", "slots": slots("STRICT", ("a/b", [0]))}, "slots.jobs.0.name"),
     ],
 )
 def test_an_invalid_scheduling_is_a_422_naming_the_field_and_nothing_is_written(
@@ -202,6 +235,21 @@ def test_a_body_in_a_manifests_words_is_a_422_giving_the_apis_words(
     assert problem["field"] == "(body)"
     assert all(words in problem["problem"] for words in said), problem
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+def test_the_openapi_submission_schema_is_as_strict_as_the_server(api: TestClient) -> None:
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    submission, slots_job = schemas["SchedulingSubmission"], schemas["SubmittedSlotsJob"]
+
+    assert {"pattern", "maxLength"} <= set(submission["properties"]["testBed"])
+    assert {"pattern", "maxLength"} <= set(submission["properties"]["name"])
+    queue = next(s for s in submission["properties"]["queue"]["anyOf"] if s.get("type") == "array")
+    assert "pattern" in queue["items"]
+    assert queue["maxItems"] == 4096
+    assert [sorted(one["required"]) for one in submission["oneOf"]] == [["queue"], ["slots"]]
+    assert "pattern" in slots_job["properties"]["name"]
+    assert slots_job["properties"]["slots"]["uniqueItems"] is True
+    assert slots_job["properties"]["slots"]["items"] == {"type": "integer", "minimum": 0}
 
 
 def test_a_body_that_is_not_json_is_a_422_not_a_500(api: TestClient) -> None:
@@ -298,6 +346,24 @@ def test_anonymous_callers_are_let_in_only_where_the_server_allows_it(cache: Res
     assert wrong_token.status_code == 401, "a token that is sent must be right, even where none is needed"
 
 
+@pytest.mark.parametrize("header", [f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN} {TOKEN}", "Negotiate x"])
+def test_where_anonymous_callers_may_do_anything_a_malformed_authorization_header_is_a_401(
+    cache: ResourceCache, header: str
+) -> None:
+    with TestClient(create_api_app(StaticToken(TOKEN, anonymous=True), cache=cache)) as api:
+        read = api.get("/external/testbeds", headers={"Authorization": header})
+        submitted = api.post(
+            "/external/schedulings",
+            json={"name": "s2", "testBed": "tb", "queue": ["wordcount"]},
+            headers={"Authorization": header},
+        )
+
+    assert (read.status_code, submitted.status_code) == (401, 401)
+    assert "not a bearer token" in read.json()["detail"]["message"]
+    assert read.headers["WWW-Authenticate"].startswith("Bearer")
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
 class AnonymousMayRead:
     """An authorizer that, like RBAC with a Role bound to system:anonymous, lets anonymous callers read."""
 
@@ -342,3 +408,111 @@ def test_a_scheduling_its_testbed_could_never_run_is_a_422_and_nothing_is_writte
     assert [p["field"] for p in problems] == [field]
     assert says in problems[0]["problem"]
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+class ListingKube:
+    """The API server as the missing-jobs check sees it: BatchJobs ``present`` (not in the cache yet), every
+    request recorded."""
+
+    def __init__(self, *present: str) -> None:
+        self.present = present
+        self.requests: list[tuple[str, str | None]] = []
+
+    def list(self, resource: Any, *, namespace: str | None = None, **_: Any) -> Any:
+        self.requests.append(("list", namespace))
+
+        async def listed() -> Any:
+            for name in self.present:
+                yield BatchJobResource.from_dict(stored(batchjob_manifest(), name, namespace=namespace or "default"))
+
+        return listed()
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        self.requests.append(("get", name))
+        raise AssertionError("one LIST answers for every job")
+
+
+def test_a_submission_naming_many_missing_jobs_reads_the_api_server_once(cache: ResourceCache) -> None:
+    kube = ListingKube("made-just-now")
+    missing = [f"missing-{i}" for i in range(200)]
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache, kube=kube)) as api:  # type: ignore[arg-type]
+        body = {"name": "s2", "testBed": "tb", "queue": ["wordcount", "made-just-now", *missing]}
+        answer = api.post("/external/schedulings", json=body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    fields = [e["field"] for e in answer.json()["detail"]["errors"]]
+    assert fields == [f"queue[{i}]" for i in range(2, 202)]
+    assert kube.requests == [("list", "default")]
+
+
+def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(api: TestClient) -> None:
+    huge = {"name": "s2", "testBed": "tb", "queue": ["wordcount"] * 250_000}  # 3 MiB
+    said = api.post("/external/schedulings", json=huge, headers=AUTH)
+    streamed = api.post(
+        "/external/schedulings",
+        content=iter([b'{"name": "s2", "queue": [', *[b'"wordcount",' * 1000] * 300, b'"x"]}']),
+        headers=AUTH | {"content-type": "application/json"},
+    )
+
+    for answer in (said, streamed):
+        assert answer.status_code == 413, answer.text
+        assert "2 MiB" in answer.json()["detail"]["message"]
+    assert "413" in api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]["responses"]
+    assert "2 MiB" in api.get("/openapi.json").json()["info"]["description"]
+
+
+def test_external_scheduler_data_a_batchjob_cannot_hold_is_a_422_naming_the_field(api: TestClient) -> None:
+    data = {"profiler": [{f"run-{i}": "x" * 1000 for i in range(600)}]}  # 600 KB
+    answer = api.put("/external/jobs", json={"name": "wordcount", "externalScheduler": data}, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]["errors"]
+    assert problem["field"] == "externalScheduler"
+    assert "512 KiB" in problem["problem"]
+    schema = api.get("/openapi.json").json()["components"]["schemas"]["JobUpdate"]
+    assert "512 KiB" in schema["properties"]["externalScheduler"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allowed"),
+    [
+        ("GET", "/nowhere", 404, None),
+        ("DELETE", "/external/jobs", 405, "GET, PUT"),
+        ("PUT", "/external/schedulings/s", 405, "DELETE, GET"),
+        ("PATCH", "/external/schedulings", 405, "GET, POST"),
+        ("BREW", "/external/testbeds", 405, "GET"),
+    ],
+)
+def test_routing_refusals_have_the_one_error_shape_and_405_allows_every_method_of_the_path(
+    api: TestClient, method: str, path: str, status: int, allowed: str | None
+) -> None:
+    answer = api.request(method, path, headers=AUTH)
+
+    assert answer.status_code == status
+    assert answer.json()["detail"]["message"]
+    assert answer.headers.get("Allow") == allowed
+
+
+def test_a_body_that_is_not_utf8_is_refused_in_the_one_error_shape(api: TestClient) -> None:
+    answer = api.post(
+        "/external/schedulings", content=b'{"name": "\xff\xfe"}', headers=AUTH | {"content-type": "application/json"}
+    )
+
+    assert answer.status_code in {400, 422}
+    assert answer.json()["detail"]["errors"][0]["field"] == "(body)"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b'{"name": "\xff"}', b'{"name": 1}', b"[]"],
+    ids=["not json", "not utf-8", "schema-invalid", "not an object"],
+)
+def test_who_may_not_submit_is_refused_before_the_body_is_read(cache: ResourceCache, body: bytes) -> None:
+    json_type = {"content-type": "application/json"}
+    with TestClient(create_api_app(ReadOnly(), cache=cache)) as api:
+        anonymous = api.post("/external/schedulings", content=body, headers=json_type)
+        reader = api.post("/external/schedulings", content=body, headers=json_type | AUTH)
+        job = api.put("/external/jobs", content=body, headers=json_type | AUTH)
+
+    assert (anonymous.status_code, reader.status_code, job.status_code) == (401, 403, 403)
+    assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")

@@ -166,3 +166,17 @@ def test_the_environments_proxy_is_used_unless_the_server_is_exempt(monkeypatch:
     assert _proxy_for("http://api.example:8080") is None  # no HTTP_PROXY
     monkeypatch.setenv("NO_PROXY", "api.example,10.0.0.0/8")
     assert _proxy_for("https://api.example:6443") is None
+
+
+@pytest.mark.parametrize(("namespace", "name"), [("ns", "../../nodes/n1"), ("ns", ".."), ("a/b", "p"), ("ns", "p?x=1")])
+def test_a_name_that_is_no_object_name_is_refused_before_anything_is_sent(namespace: str, name: str) -> None:
+    async def run() -> list[tuple[str, str, str | None, Any]]:
+        async with door(lambda _r, _b: web.json_response({"kind": "Status", "status": "Success"})) as (url, seen):
+            async with PodWrites(config(url, {"token": "t"})) as writes:
+                with pytest.raises(PodWriteFailed, match="not a"):
+                    await writes.delete_exactly(namespace, name, uid=None)
+                with pytest.raises(PodWriteFailed, match="not a"):
+                    await writes.bind(namespace, name, uid=None, node="n1", annotations={})
+            return seen
+
+    assert asyncio.run(run()) == []
