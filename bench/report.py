@@ -20,7 +20,7 @@ from pathlib import Path
 
 from esi.resources.batchjob import RunOutcome
 from esi.resources.run import RunKind
-from esi.results.figures import FigureGroup
+from esi.results.metrics import RunGroup
 from esi.results.report import build_report
 from esi.results.table import RunEntry, RunRow, RunTable, run_entry
 
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--example", type=Path, help="write a realistic example report (400 runs) into this folder")
     args = parser.parse_args()
     if args.example is not None:
-        report = build_report([FigureGroup("profiling", synthetic_runs(400))], "A profiling experiment")
+        report = build_report([RunGroup("profiling", synthetic_runs(400))], "A profiling experiment")
         args.example.mkdir(parents=True, exist_ok=True)
         for name, content in report.files.items():
             (args.example / name).write_bytes(content)
@@ -115,7 +115,7 @@ def main() -> None:
         began = time.perf_counter()
         entries = synthetic_runs(count)
         made = time.perf_counter()
-        report = build_report([FigureGroup("profiling", entries)], "benchmark")
+        report = build_report([RunGroup("profiling", entries)], "benchmark")
         done = time.perf_counter()
         size = len(report.files["report.html"]) / 1e6
         print(f"{count:>8,}  {made - began:>8.1f}s  {done - made:>6.1f}s  {size:>7.1f}MB", flush=True)

@@ -34,6 +34,7 @@ from matplotlib.patches import Patch
 from esi.resources.batchjob import RunOutcome
 from esi.results.metrics import (
     JobRuntimes,
+    RunGroup,
     RuntimeStats,
     SlotLayout,
     colocation_matrix,
@@ -41,7 +42,7 @@ from esi.results.metrics import (
 )
 from esi.results.table import RunEntry
 
-__all__ = ["ALONE", "FigureGroup", "Rendered", "colocation", "gantt", "gid", "render", "slowdown"]
+__all__ = ["ALONE", "Rendered", "colocation", "gantt", "gid", "render", "slowdown"]
 
 ALONE: Final = "alone"
 WIDTH: Final = 7.0  # inches: a page's text width, so fonts print at their size
@@ -60,15 +61,6 @@ _MARKS: Final = {
     RunOutcome.FAILED: _Mark("////", "#d62728", 1.0),
     RunOutcome.CANCELLED: _Mark("....", "#555555", 0.8),
 }
-
-
-@dataclass(frozen=True)
-class FigureGroup:
-    """One group of runs to draw: its title, its runs, and where its slots are (None: learnt from the runs)."""
-
-    title: str
-    entries: Sequence[RunEntry]
-    layout: SlotLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +107,7 @@ def job_colours(names: Sequence[str]) -> dict[str, str]:
     return {name: matplotlib.colors.to_hex(palette(index % palette.N)) for index, name in enumerate(sorted(set(names)))}
 
 
-def _all_jobs(groups: Sequence[FigureGroup]) -> list[str]:
+def _all_jobs(groups: Sequence[RunGroup]) -> list[str]:
     return sorted(
         {e.job for g in groups for e in g.entries} | {c.job for g in groups for e in g.entries for c in e.colocated}
     )
@@ -129,7 +121,7 @@ def _outcome_mark(outcome: RunOutcome | None) -> str:
     return outcome.value if outcome in _MARKS else "ok"
 
 
-def gantt(groups: Sequence[FigureGroup]) -> Figure:
+def gantt(groups: Sequence[RunGroup]) -> Figure:
     """Slot occupancy of each group, one panel per group stacked on one time axis (seconds since its first run was
     submitted). Bars have ids ``gantt--<group>--<job>--<ok|Failed|Cancelled>``, one SVG path per run and slot."""
     colours = job_colours(_all_jobs(groups))
@@ -151,7 +143,7 @@ def gantt(groups: Sequence[FigureGroup]) -> Figure:
     return figure
 
 
-def _gantt_panel(ax: Any, index: int, group: FigureGroup, layout: SlotLayout, colours: Mapping[str, str]) -> None:
+def _gantt_panel(ax: Any, index: int, group: RunGroup, layout: SlotLayout, colours: Mapping[str, str]) -> None:
     places = sorted(layout, key=lambda key: (key[0], layout[key], key[1]))
     row = {key: number for number, key in enumerate(places)}
     origin = _origin(group.entries)
@@ -194,7 +186,7 @@ def _categories(runtimes: Sequence[Mapping[str, JobRuntimes]], job: str) -> list
     return [ALONE, *neighbours]
 
 
-def slowdown(groups: Sequence[FigureGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
+def slowdown(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
     """A row of panels per job, a column per group, one runtime axis per job. Bars have ids
     ``slowdown--<group>--<job>--<alone|neighbour>``, one per condition the job ran in."""
     jobs = sorted({job for group in runtimes for job in group})
@@ -260,7 +252,7 @@ def _relative(job: JobRuntimes, cells: Sequence[RuntimeStats | None]) -> tuple[l
     return [c.mean / reference if c is not None else None for c in cells], job.alone is None
 
 
-def colocation(groups: Sequence[FigureGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
+def colocation(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
     """The co-location matrix of each group as a heatmap, side by side on one colour scale. Cell labels have ids
     ``colocation--<group>--<job>--<alone|neighbour>`` and read ``<mean> s`` over ``(<runs>)``."""
     tables = []

@@ -33,6 +33,7 @@ from esi.wire.rest import ExternalTestbed
 
 __all__ = [
     "JobRuntimes",
+    "RunGroup",
     "RuntimeStats",
     "SlotKey",
     "SlotLayout",
@@ -59,6 +60,18 @@ class SlotPlace:
 
 
 SlotLayout = Mapping[SlotKey, SlotPlace]
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Runs reported together (one Scheduling, selector or file): a title, the runs, and where their slots are
+    (None: learnt from the runs, see ``slot_layout``)."""
+
+    title: str
+    entries: Sequence[RunEntry]
+    layout: SlotLayout | None = None
+
+
 UNKNOWN_NODE = "?"  # a slot's node when no run on one node alone used it (no Testbed layout given)
 
 

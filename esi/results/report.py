@@ -18,8 +18,7 @@ from string import Template
 from typing import Final
 
 from esi.results import figures
-from esi.results.figures import FigureGroup
-from esi.results.metrics import JobRuntimes, Summary, colocation_matrix, job_runtimes, summary
+from esi.results.metrics import JobRuntimes, RunGroup, Summary, colocation_matrix, job_runtimes, summary
 
 __all__ = ["FIGURES", "Report", "build_report"]
 
@@ -136,7 +135,7 @@ def _summary_csv(summaries: Mapping[str, Summary]) -> bytes:
     return out.getvalue().encode()
 
 
-def build_report(groups: Sequence[FigureGroup], title: str, generated: datetime | None = None) -> Report:
+def build_report(groups: Sequence[RunGroup], title: str, generated: datetime | None = None) -> Report:
     """The report of ``groups`` side by side; ``generated``: when, as the page says (None: not said)."""
     if not groups:
         raise ValueError("a report needs at least one group of runs")
