@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -119,10 +120,14 @@ def _colocation_table(runtimes: Mapping[str, JobRuntimes]) -> str:
     return f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
 
 
-def _inline(svg: bytes) -> str:
-    """An SVG document as an element of the page: without its XML declaration and doctype."""
+_SVG_ID: Final = re.compile(r'(\sid="|url\(#|href="#)')
+
+
+def _inline(svg: bytes, name: str) -> str:
+    """An SVG document as an element of the page: without its XML declaration and doctype, its ids (and references
+    to them) prefixed with ``name``, so the page's SVGs share no id."""
     text = svg.decode()
-    return text[text.index("<svg") :]
+    return _SVG_ID.sub(rf"\g<1>{name}-", text[text.index("<svg") :])
 
 
 def _summary_csv(summaries: Mapping[str, Summary]) -> bytes:
@@ -152,7 +157,7 @@ def build_report(groups: Sequence[RunGroup], title: str, generated: datetime | N
         rendered = figures.render(figure)
         files[f"{name}.svg"], files[f"{name}.pdf"] = rendered.svg, rendered.pdf
         sections.append(
-            f'<h2>{html.escape(name.capitalize())}</h2>\n<figure id="{name}">{_inline(rendered.svg)}'
+            f'<h2>{html.escape(name.capitalize())}</h2>\n<figure id="{name}">{_inline(rendered.svg, name)}'
             f"<figcaption>{html.escape(FIGURES[name])}</figcaption></figure>"
         )
     tables = "\n".join(
