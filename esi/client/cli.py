@@ -49,7 +49,7 @@ from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import Condition, ConditionStatus
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState
 from esi.resources.testbed import SlotState, TestbedState
-from esi.results.metrics import RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
+from esi.results.metrics import FIGURES, RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
 from esi.results.table import RunEntry
 from esi.wire.rest import (
     ExternalBatchJob,
@@ -821,13 +821,8 @@ class GroupBy(StrEnum):
 _REPORT_HELP = "\n\n".join(
     (
         "Write an experiment's report into --out: report.html, one self-contained page (the summary, the figures, the"
-        " co-location tables), and each figure as SVG and PDF for a paper.",
-        "gantt: slot occupancy over time, a row per slot grouped by node, a bar per run coloured by job; failed runs "
-        "hatched with a red edge, cancelled ones dotted.",
-        "slowdown: each job's runtime alone and beside each neighbour (mean ± standard deviation), with the slowdown "
-        "(runtime beside ÷ runtime alone) and the number of runs.",
-        "colocation: the co-location matrix (the thesis' table) as a heatmap, each cell a job's mean runtime beside a"
-        " neighbour and its number of runs.",
+        " co-location tables), and each figure as SVG and PDF for a paper:",
+        *(f"{name}: {heading.lower()}. {caption}" for name, (heading, caption) in FIGURES.items()),
         "summary.csv, summary.json: makespan, waiting (mean, 95th percentile), slot utilisation, failed, cancelled "
         "and retried runs.",
         "Runs are those of the SCHEDULINGs named (default: all), narrowed by --selector, --testbed, --since and "

@@ -26,12 +26,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from esi.resources.batchjob import RunOutcome
 from esi.results.table import RunEntry
 from esi.wire.rest import ExternalTestbed
 
 __all__ = [
+    "FIGURES",
     "JobRuntimes",
     "RunGroup",
     "RuntimeStats",
@@ -47,6 +49,24 @@ __all__ = [
     "summary",
     "testbed_layout",
 ]
+
+FIGURES: Final = {  # what each figure shows, by file name: (heading, caption)
+    "gantt": (
+        "Slot occupancy",
+        "A row per slot, grouped by node; a bar per run, coloured by job; failed runs hatched "
+        "with a red edge, cancelled ones dotted.",
+    ),
+    "slowdown": (
+        "Runtime alone and beside others",
+        "Each job's runtime alone and beside each neighbour (mean ± standard deviation), with the slowdown "
+        "(runtime beside ÷ runtime alone) and the number of runs.",
+    ),
+    "colocation": (
+        "Co-location matrix",
+        "Each job's mean runtime alone and beside each neighbour, runs in "
+        "brackets, coloured by the runtime relative to the job's runtime alone.",
+    ),
+}
 
 SlotKey = tuple[str, int]  # (Testbed, slot id): slot ids are per Testbed
 

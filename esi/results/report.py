@@ -19,18 +19,10 @@ from string import Template
 from typing import Final
 
 from esi.results import figures
-from esi.results.metrics import JobRuntimes, RunGroup, Summary, colocation_matrix, job_runtimes, summary
+from esi.results.metrics import FIGURES, JobRuntimes, RunGroup, Summary, colocation_matrix, job_runtimes, summary
 
-__all__ = ["FIGURES", "Report", "build_report"]
+__all__ = ["Report", "build_report"]
 
-FIGURES: Final = {
-    "gantt": "Slot occupancy: a row per slot, grouped by node; a bar per run, coloured by job; failed runs hatched "
-    "with a red edge, cancelled ones dotted.",
-    "slowdown": "Each job's runtime alone and beside each neighbour (mean ± standard deviation), with the slowdown "
-    "(runtime beside ÷ runtime alone) and the number of runs.",
-    "colocation": "The co-location matrix: each job's mean runtime alone and beside each neighbour, runs in "
-    "brackets, coloured by the runtime relative to the job's runtime alone.",
-}
 _SUMMARY_ROWS: Final = (
     ("runs", "runs"),
     ("jobs", "jobs"),
@@ -58,7 +50,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-variant-numeric: 
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.8em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 figure { margin: 0 0 2em; }
-figure svg { max-width: 100%; height: auto; }
+figure svg { width: 100%; height: auto; }
 figcaption, .note { color: #555; font-size: 0.9em; }
 </style>
 </head>
@@ -88,6 +80,8 @@ class Report:
 def _cell(value: object) -> str:
     if value is None:
         return "-"
+    if isinstance(value, datetime):
+        return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
     if isinstance(value, float):
         return f"{value:,.1f}"
     return html.escape(str(value))
@@ -99,7 +93,7 @@ def _summary_table(summaries: Mapping[str, Summary]) -> str:
     for field, label in _SUMMARY_ROWS:
         cells = []
         for s in summaries.values():
-            value = s.as_dict()[field]
+            value = getattr(s, field)
             shown = f"{value:.1%}" if field == "utilisation" and isinstance(value, float) else _cell(value)
             cells.append(f"<td>{shown}</td>")
         rows.append(f"<tr><td>{html.escape(label)}</td>{''.join(cells)}</tr>")
@@ -157,8 +151,8 @@ def build_report(groups: Sequence[RunGroup], title: str, generated: datetime | N
         rendered = figures.render(figure)
         files[f"{name}.svg"], files[f"{name}.pdf"] = rendered.svg, rendered.pdf
         sections.append(
-            f'<h2>{html.escape(name.capitalize())}</h2>\n<figure id="{name}">{_inline(rendered.svg, name)}'
-            f"<figcaption>{html.escape(FIGURES[name])}</figcaption></figure>"
+            f'<h2>{html.escape(FIGURES[name][0])}</h2>\n<figure id="{name}">{_inline(rendered.svg, name)}'
+            f"<figcaption>{html.escape(FIGURES[name][1])}</figcaption></figure>"
         )
     tables = "\n".join(
         f"<h3>{html.escape(group.title)}</h3>{_colocation_table(r)}" for group, r in zip(groups, runtimes, strict=True)
