@@ -985,9 +985,8 @@ def report(
     out.mkdir(parents=True, exist_ok=True)
     for name, content in written.files.items():
         (out / name).write_bytes(content)
-    console = _stdout()
-    console.print(f"wrote {', '.join(sorted(written.files))} to {out}")
-    console.print(_headline(written.summaries))
+    typer.echo(f"wrote {', '.join(sorted(written.files))} to {out}")
+    _stdout().print(_headline(written.summaries))
 
 
 def _headline(summaries: Mapping[str, Summary]) -> Table:

@@ -134,7 +134,8 @@ def test_esi_report_writes_the_report_of_runs_files_side_by_side(tmp_path: Path)
     first = runs_file(tmp_path / "first.json", FIRST)
     second = runs_file(tmp_path / "second.jsonl", SECOND, lines=True)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["report", "--from", str(first), "--from", str(second), "--out", str(out)])
+    args = ["report", "--from", str(first), "--from", str(second), "--out", str(out)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})  # the headline table uncut
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["report.html", "summary.csv", "summary.json"]
