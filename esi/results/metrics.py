@@ -6,9 +6,9 @@ Computed from ``RunEntry`` rows (``esi.results.table``), as ``esi runs -o json``
 * **Waiting**: ``waitingSeconds`` of the runs that have one; its mean, and its 95th percentile interpolated
   linearly between the closest ranks (numpy's default, ``percentile``).
 * **Slot utilisation**: the slot-seconds runs held (slots times runtime, every run whatever its outcome) over the
-  slots there were times makespan. The slots there were are the Testbeds' slots when a ``SlotLayout`` is given (the
-  CLI reads it from the Testbeds), else the distinct slots the runs used (then an upper bound: slots no run used
-  are not counted).
+  slots there were times makespan. The slots there were are a Testbed's slots when the ``SlotLayout`` given holds
+  it (the CLI reads it from the Testbeds), else the distinct slots its runs used (then an upper bound: slots no run
+  used are not counted).
 * **Failed, cancelled, retried**: runs by outcome; a retry is a run with ``attempt`` > 1.
 * **Runtime alone and beside a neighbour** (the thesis' co-location matrix), from succeeded runs only: a run is
   *beside* job N when it met N (``colocated`` lists N with seconds > 0, or with unknown seconds: its record says
@@ -171,7 +171,7 @@ class Summary:
 
 
 def summary(entries: Sequence[RunEntry], layout: SlotLayout | None = None) -> Summary:
-    """The headline figures of ``entries``; ``layout``: the Testbeds' slots (None: the slots the runs used)."""
+    """The headline figures of ``entries``; ``layout``: the Testbeds' slots (a Testbed it lacks: the slots used)."""
     starts = [entry.submitted or entry.started for entry in entries]
     ends = [entry.ended for entry in entries if entry.ended is not None]
     first = min(starts, default=None)
@@ -179,11 +179,9 @@ def summary(entries: Sequence[RunEntry], layout: SlotLayout | None = None) -> Su
     makespan = max((last - first).total_seconds(), 0.0) if first is not None and last is not None else None
     waits = [entry.waiting_seconds for entry in entries if entry.waiting_seconds is not None]
     slot_seconds = sum(len(entry.slots) * (entry.runtime_seconds or 0.0) for entry in entries)
-    testbeds = {entry.testbed for entry in entries}
-    if layout is not None:
-        slots = sum(1 for testbed, _ in layout if testbed in testbeds)
-    else:
-        slots = len({(entry.testbed, slot) for entry in entries for slot in entry.slots})
+    laid_out = {testbed for testbed, _ in layout or {}}
+    used = {(entry.testbed, slot) for entry in entries for slot in entry.slots if entry.testbed not in laid_out}
+    slots = sum(1 for testbed, _ in layout or {} if testbed in {entry.testbed for entry in entries}) + len(used)
     outcomes = [entry.outcome for entry in entries]
     return Summary(
         runs=len(entries),

@@ -49,6 +49,13 @@ def test_utilisation_is_over_the_testbeds_slots_when_their_layout_is_given() -> 
     assert s.utilisation == pytest.approx(54 / (4 * 25))
 
 
+def test_a_testbed_the_layout_lacks_counts_the_slots_its_runs_used() -> None:
+    runs = [*EXPERIMENT, entry("d", 0, 25, slots=(0, 5), testbed="gone")]
+    s = summary(runs, {("tb", slot): SlotPlace("n1", slot) for slot in range(4)})
+    assert s.slots == 4 + 2
+    assert s.utilisation == pytest.approx((54 + 2 * 25) / (6 * 25))
+
+
 def test_without_submitted_times_the_makespan_starts_at_the_first_start_and_waiting_is_unknown() -> None:
     s = summary([entry("a", 3, 8), entry("b", 4, 10)])
     assert s.makespan_seconds == 7.0
