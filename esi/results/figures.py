@@ -46,6 +46,10 @@ __all__ = ["ALONE", "Rendered", "colocation", "gantt", "gid", "render", "slowdow
 
 ALONE: Final = "alone"
 WIDTH: Final = 7.0  # inches: a page's text width, so fonts print at their size
+# A Gantt panel of more bars draws them as an image inside the vector figure (axes and text stay vector): as
+# paths they would make a file of megabytes that viewers draw slowly, with no detail a page can show.
+VECTOR_BARS: Final = 20_000
+RASTER_DPI: Final = 300
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,8 @@ def render(figure: Figure) -> Rendered:
     """``figure`` as SVG and PDF, deterministic: the same figure gives the same bytes."""
     with _style():
         svg, pdf = io.BytesIO(), io.BytesIO()
-        figure.savefig(svg, format="svg", metadata={"Date": None})
-        figure.savefig(pdf, format="pdf", metadata={"CreationDate": None, "ModDate": None})
+        figure.savefig(svg, format="svg", dpi=RASTER_DPI, metadata={"Date": None})
+        figure.savefig(pdf, format="pdf", dpi=RASTER_DPI, metadata={"CreationDate": None, "ModDate": None})
     return Rendered(svg.getvalue(), pdf.getvalue())
 
 
@@ -166,6 +170,7 @@ def _gantt_panel(ax: Any, index: int, group: RunGroup, layout: SlotLayout, colou
             hatch=m.hatch if m else None,
         )
         collection.set_gid(gid("gantt", index, job, outcome))
+        collection.set_rasterized(sum(map(len, bars.values())) > VECTOR_BARS)
         ax.add_collection(collection)
     prefix = len({testbed for testbed, _ in places}) > 1  # the Testbed's name too when there are several
     labels = [(f"{key[0]}/" if prefix else "") + f"{layout[key].node}/{layout[key].position}" for key in places]
