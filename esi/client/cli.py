@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any, TextIO, get_args
 
 import httpx
@@ -48,6 +49,8 @@ from esi.resources.batchjob import BatchJobState
 from esi.resources.meta import Condition, ConditionStatus
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState
 from esi.resources.testbed import SlotState, TestbedState
+from esi.results.metrics import FIGURES, RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
+from esi.results.table import RunEntry
 from esi.wire.rest import (
     ExternalBatchJob,
     ExternalScheduledEvent,
@@ -62,7 +65,19 @@ from esi.wire.rest import (
     field_problems,
 )
 
-__all__ = ["DEFAULT_URL", "Connector", "ManifestError", "Output", "app", "main", "scheduling_request", "slot_grid"]
+__all__ = [
+    "DEFAULT_URL",
+    "Connector",
+    "GroupBy",
+    "ManifestError",
+    "Output",
+    "RunSelection",
+    "app",
+    "main",
+    "read_runs",
+    "scheduling_request",
+    "slot_grid",
+]
 
 DEFAULT_URL = "http://127.0.0.1:8082"
 
@@ -835,6 +850,206 @@ def watch(
     except KeyboardInterrupt:
         return  # Ctrl-C is how a watch ends
     raise _fail(f"the esi API at {session.url} closed the STOMP connection")
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+class GroupBy(StrEnum):
+    SCHEDULING = "scheduling"
+    TESTBED = "testbed"
+
+
+# Paragraphs of one line each: the terminal wraps them to its width.
+_REPORT_HELP = "\n\n".join(
+    (
+        "Write an experiment's report into --out: report.html, one self-contained page (the summary, the figures, the"
+        " co-location tables), and each figure as SVG and PDF for a paper:",
+        *(f"{name}: {heading.lower()}. {caption}" for name, (heading, caption) in FIGURES.items()),
+        "summary.csv, summary.json: makespan, waiting (mean, 95th percentile), slot utilisation, failed, cancelled "
+        "and retried runs.",
+        "Runs are those of the SCHEDULINGs named (default: all), narrowed by --selector, --testbed, --since and "
+        "--until; --from reads them from files `esi runs -o json` wrote instead of the API. Groups side by side (a "
+        "column each, on the same scales): --compare SELECTOR once per group, --by scheduling (or testbed), or "
+        "several --from files.",
+        "A run is beside a job when they shared a node for any time, alone when it shared none; runtimes are of "
+        "succeeded runs. Slot utilisation is over the Testbeds' slots (with --from: the slots the runs used). Needs "
+        "the analysis extra: pip install 'esi\\[analysis]'.",
+    )
+)
+
+
+def _moment(text: str | None, option: str) -> datetime | None:
+    """An ISO 8601 moment from the command line; without an offset, UTC."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as err:
+        raise typer.BadParameter(f"{text!r} is not an ISO 8601 time", param_hint=option) from err
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def read_runs(text: str, source: str) -> list[RunEntry]:
+    """Runs as ``esi runs -o json`` writes them: a JSON array of ``RunEntry``, or one per line."""
+    try:
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            return _RUN_ENTRIES.validate_json(text)
+        return [RunEntry.model_validate_json(line) for line in text.splitlines() if line.strip()]
+    except ValidationError as err:
+        raise _fail(f"{source} does not hold runs as `esi runs -o json` writes them", field_problems(err)) from err
+
+
+_RUN_ENTRIES = TypeAdapter(list[RunEntry])
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """Which runs a report is about (every filter given must hold)."""
+
+    schedulings: frozenset[str] = frozenset()
+    testbed: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def selects(self, entry: RunEntry) -> bool:
+        """As the API selects: a run is in [since, until) when it ran at some moment of it."""
+        return (
+            (not self.schedulings or entry.scheduling in self.schedulings)
+            and (self.testbed is None or entry.testbed == self.testbed)
+            and (self.since is None or (entry.ended or entry.started) >= self.since)
+            and (self.until is None or entry.started < self.until)
+        )
+
+
+def _api_runs(client: EsiClient, selection: RunSelection, selector: str | None) -> list[RunEntry]:
+    """The runs ``selection`` and ``selector`` select, from the API's run table (GET /external/runs)."""
+    found: list[RunEntry] = []
+    each: list[str | None] = [*sorted(selection.schedulings)] or [None]
+    for scheduling in each:
+        found += client.runs(  # type: ignore[attr-defined]  # EsiClient.runs comes with branch i45-runs-export
+            scheduling=scheduling,
+            testbed=selection.testbed,
+            selector=selector,
+            since=selection.since,
+            until=selection.until,
+        )
+    return found
+
+
+def _layout(client: EsiClient, entries: Iterable[RunEntry]) -> dict[SlotKey, SlotPlace]:
+    """Where the slots of the runs' Testbeds are, as the Testbeds say; a Testbed gone since is left out."""
+    layout: dict[SlotKey, SlotPlace] = {}
+    for name in sorted({entry.testbed for entry in entries}):
+        try:
+            layout |= testbed_layout(client.testbed(name))
+        except NotFound:
+            continue
+    return layout
+
+
+def _split(entries: Sequence[RunEntry], by: GroupBy) -> dict[str, list[RunEntry]]:
+    groups: dict[str, list[RunEntry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.scheduling if by is GroupBy.SCHEDULING else entry.testbed, []).append(entry)
+    return dict(sorted(groups.items()))
+
+
+def _joined(*selectors: str | None) -> str | None:
+    return ",".join(s for s in selectors if s) or None
+
+
+@app.command(help=_REPORT_HELP)
+def report(
+    ctx: typer.Context,
+    *,
+    schedulings: Annotated[
+        list[str] | None, typer.Argument(help="Runs of these Schedulings (default: all).", show_default=False)
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the report into.")] = Path("report"),
+    selector: Annotated[
+        str | None, typer.Option("--selector", "-l", help="Runs whose labels match, as kubectl -l.", show_default=False)
+    ] = None,
+    testbed: Annotated[str | None, typer.Option("--testbed", help="Runs on this Testbed.", show_default=False)] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Runs that ran at or after (ISO 8601; UTC if no offset).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Runs that started before (ISO 8601).")] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option("--compare", help="A group of runs by label selector; repeat to set groups side by side."),
+    ] = None,
+    by: Annotated[
+        GroupBy | None,
+        typer.Option("--by", help="A group per Scheduling or Testbed, side by side.", show_default=False),
+    ] = None,
+    sources: Annotated[
+        list[Path] | None,
+        typer.Option("--from", help="Runs from this file (`esi runs -o json`), not the API; repeat: a group each."),
+    ] = None,
+    title: Annotated[str, typer.Option("--title", help="The report's title.")] = "An experiment's runs",
+    namespace: NamespaceOption = None,
+) -> None:
+    try:
+        from esi.results.report import build_report  # noqa: PLC0415 (the analysis extra, only for this command)
+    except ModuleNotFoundError as err:
+        raise _fail(
+            f"esi report draws with {err.name}, which is not installed", hint="pip install 'esi[analysis]'"
+        ) from err
+    if sum([bool(compare), by is not None, len(sources or []) > 1]) > 1:
+        raise typer.BadParameter("choose one way to group: --compare, --by, or several --from files")
+    selection = RunSelection(
+        frozenset(schedulings or ()), testbed, _moment(since, "--since"), _moment(until, "--until")
+    )
+    session = _session(ctx, namespace, None)
+    groups: dict[str, list[RunEntry]] = {}
+    layout: dict[SlotKey, SlotPlace] | None = None
+    if sources:
+        if selector or compare:
+            raise typer.BadParameter("runs read from a file carry no labels: --selector and --compare need the API")
+        for source in sources:
+            entries = read_runs(source.read_text(), str(source))
+            groups[source.stem] = [entry for entry in entries if selection.selects(entry)]
+    else:
+        with session.client() as client:
+            selectors: list[str | None] = [*(compare or [])] or [None]
+            for group_selector in selectors:
+                chosen = _joined(selector, group_selector)
+                groups[group_selector or chosen or "all runs"] = _api_runs(client, selection, chosen)
+            layout = _layout(client, (entry for entries in groups.values() for entry in entries))
+    if by is not None:
+        groups = _split([entry for entries in groups.values() for entry in entries], by)
+    if not any(groups.values()):
+        raise _fail("no runs selected", hint="`esi runs` lists the runs there are.")
+    written = build_report(
+        [RunGroup(name, entries, layout) for name, entries in groups.items()], title, datetime.now(UTC)
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in written.files.items():
+        (out / name).write_bytes(content)
+    typer.echo(f"wrote {', '.join(sorted(written.files))} to {out}")
+    _stdout().print(_headline(written.summaries))
+
+
+def _headline(summaries: Mapping[str, Summary]) -> Table:
+    table = _table("GROUP", "RUNS", "MAKESPAN", "WAITING MEAN", "WAITING P95", "UTILISATION", "FAILED", "RETRIED")
+    for name, s in summaries.items():
+        table.add_row(
+            name,
+            str(s.runs),
+            _seconds(s.makespan_seconds),
+            _seconds(s.waiting_mean_seconds),
+            _seconds(s.waiting_p95_seconds),
+            "-" if s.utilisation is None else f"{s.utilisation:.1%}",
+            str(s.failed),
+            str(s.retried),
+        )
+    return table
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}s"
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from esi.objects.names import ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION, TESTBED_L
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, create_testbed, status, wait_for
-from tests.manifests import SPARK, batchjob_manifest
+from tests.manifests import SPARK, batchjob_manifest, scheduling_manifest
 
 __all__ = [
     "ghosts",
@@ -107,3 +107,15 @@ def set_scheduling_status(cluster: LocalCluster, namespace: str, jobs: list[dict
         "-p",
         json.dumps(written),
     )
+
+
+def run_to_end(cluster: LocalCluster, namespace: str, name: str, spec: dict[str, Any], timeout: float = 300) -> None:
+    """Scheduling ``name`` (of ``spec``, on Testbed ``tb``) runs to its end, then is deleted: its jobs are let go."""
+    manifest = scheduling_manifest(testbed={"name": "tb"}, **spec)
+    create_in(cluster, namespace, manifest | {"metadata": {"name": name}})
+    wait_for(
+        f"{name} to complete",
+        lambda: status(cluster, namespace, "scheduling", name).get("state") == "Completed",
+        timeout=timeout,
+    )
+    cluster.kubectl("delete", "-n", namespace, "scheduling", name, "--wait=true", "--timeout=60s")

@@ -18,9 +18,8 @@ from esi.resources.meta import utc_now
 from infra.local_cluster import ClusterError, LocalCluster
 from operators.runs import prune_runs
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
-from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
-from tests.integration.kube import create_in, get, status, wait_for
-from tests.manifests import scheduling_manifest
+from tests.integration.esi_objects import new_testbed_on_nodes, run_to_end, spark_job
+from tests.integration.kube import get, status, wait_for
 
 COMPLETION = 300  # seconds a Scheduling of one simulated job may take on a busy 2-core machine
 
@@ -41,14 +40,7 @@ def counted_runs(cluster: LocalCluster, namespace: str, job: str, count: int) ->
 
 def run_once(cluster: LocalCluster, namespace: str, name: str, job: str) -> None:
     """Scheduling ``name`` runs ``job`` to its end, then is deleted: the job is let go."""
-    manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": job}])
-    create_in(cluster, namespace, manifest | {"metadata": {"name": name}})
-    wait_for(
-        f"{name} to complete",
-        lambda: status(cluster, namespace, "scheduling", name).get("state") == "Completed",
-        timeout=COMPLETION,
-    )
-    cluster.kubectl("delete", "-n", namespace, "scheduling", name, "--wait=true", "--timeout=60s")
+    run_to_end(cluster, namespace, name, {"queueBased": [{"name": job}]}, timeout=COMPLETION)
 
 
 def test_each_finished_run_becomes_a_run_once_its_job_is_let_go(

@@ -1,0 +1,53 @@
+"""A builder of ``RunEntry`` rows for the report's tests: a run by job, start and end (seconds after T0)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from esi.resources.batchjob import RunOutcome
+from esi.resources.run import RunKind
+from esi.results.table import ColocatedJob, RunEntry
+
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def entry(
+    job: str,
+    start: float,
+    end: float | None,
+    *,
+    submitted: float | None = None,
+    slots: Sequence[int] = (0,),
+    nodes: Sequence[str] = ("n1",),
+    met: Mapping[str, float | None] | None = None,
+    outcome: RunOutcome | None = RunOutcome.SUCCEEDED,
+    attempt: int = 1,
+    scheduling: str = "s1",
+    testbed: str = "tb",
+) -> RunEntry:
+    return RunEntry(
+        namespace="team-a",
+        name=f"{job}-{start:g}",
+        job=job,
+        kind=RunKind.SPARK,
+        ordinal=1,
+        attempt=attempt,
+        scheduling=scheduling,
+        testbed=testbed,
+        slots=list(slots),
+        nodes=list(nodes),
+        colocated=[ColocatedJob(job=name, seconds=seconds) for name, seconds in (met or {}).items()],
+        submitted=at(submitted) if submitted is not None else None,
+        started=at(start),
+        ended=at(end) if end is not None else None,
+        waiting_seconds=start - submitted if submitted is not None else None,
+        runtime_seconds=end - start if end is not None else None,
+        outcome=outcome,
+        reason="executor lost" if outcome is RunOutcome.FAILED else None,
+        incomplete=None,
+    )
