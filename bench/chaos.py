@@ -16,8 +16,10 @@ round's Scheduling; its run record is complete (nodes, those of its slots; nothi
 executor seen bound was in a slot of its job's runs, on that slot's node; no slot held two executors at
 once (every executor's binding is watched; a time the watch was cut off is not held against anyone); and
 once the Scheduling is deleted, no hold (Lease), executor or SparkApplication is left, every slot is Free
-with its ghost, and every run in a job's history is kept as a Run that holds what the history holds. Prints
-the kills survived, both rounds' times, throughput and their ratio.
+with its ghost, and every run in a job's history is kept as a Run that holds what the history holds — also of
+the quarter of the jobs deleted, with the reconcilers SIGKILLed right after, before the chaotic round's
+Scheduling lets them go (their last runs not kept yet). Prints the kills survived, both rounds' times,
+throughput and their ratio.
 """
 
 from __future__ import annotations
@@ -272,8 +274,10 @@ def _run_round(
     executors: int,
     havoc: Callable[[], Havoc | None],
     timeout: float,
+    deleted: Iterable[str] = (),
 ) -> tuple[Round, Havoc | None]:
-    """Run the queue as Scheduling ``name`` (``havoc`` starts what disturbs it), check, delete, check again."""
+    """Run the queue as Scheduling ``name`` (``havoc`` starts what disturbs it), check, delete the jobs
+    ``deleted`` (and kill the reconcilers) and the Scheduling, check again."""
     cluster = stack.cluster
     queue = [{"name": job} for job in jobs for _ in range(executors)]
     scheduling = {
@@ -304,9 +308,13 @@ def _run_round(
     bindings = watch.since(started_wall)
     result.executors_seen = len(bindings)
     _check_bindings(bindings, run_slots, slot_nodes, result)
+    histories = {job: _get(cluster, "batchjob", job)["status"] for job in deleted}
+    if histories:  # still held: their last runs are kept by their deletion, whatever the crash cuts short
+        cluster.kubectl("delete", "-n", NAMESPACE, "batchjob", *histories, "--wait=false")
+        kill_component(cluster, processes.OPERATORS.name)
     cluster.kubectl("delete", "-n", NAMESPACE, "scheduling", name, "--wait=false")
     _check_released(stack, len(slot_nodes), result)
-    _check_kept(cluster, jobs, result)
+    _check_kept(cluster, [job for job in jobs if job not in histories], histories, result)
     return result, disturber
 
 
@@ -390,15 +398,19 @@ def _check_released(stack: Stack, slots: int, result: Round) -> None:
         result.problems.append(str(err))
 
 
-def _check_kept(cluster: LocalCluster, jobs: list[str], result: Round) -> None:
-    """Once the jobs are let go: every run in a job's history is kept as a Run, holding what the history holds."""
+def _check_kept(cluster: LocalCluster, jobs: list[str], deleted: dict[str, dict[str, Any]], result: Round) -> None:
+    """Once the jobs are let go, or gone (``deleted``: their statuses before): every run in a job's history is
+    kept as a Run, holding what the history holds."""
 
     def missing() -> list[str]:
         listed = json.loads(cluster.kubectl("get", "runs", "-n", NAMESPACE, "-o", "json", timeout=20))["items"]
         kept = {(r["spec"]["job"], r["spec"]["ordinal"]): r["spec"] for r in listed}
         problems = []
-        for job in jobs:
-            status = _get(cluster, "batchjob", job)["status"]
+        if deleted:
+            left = cluster.kubectl("get", "-n", NAMESPACE, "batchjob", *deleted, "--ignore-not-found", "-o", "name")
+            problems += [f"{job} deleted, still there" for job in left.split()]
+        statuses = {job: _get(cluster, "batchjob", job)["status"] for job in jobs} | deleted
+        for job, status in statuses.items():
             first = status["runCount"] - len(status["runs"]) + 1
             for ordinal, run in enumerate(status["runs"], start=first):
                 spec = kept.get((job, ordinal))
@@ -475,6 +487,7 @@ def chaos(
                 stack, watch, "calm", names, executors=executors, havoc=lambda: None, timeout=round_timeout
             )
             print(f"  {calm.seconds:.1f}s", flush=True)
+            deleted = names[: max(len(names) // 4, 1)]
             print(
                 f"chaotic round: a kill every {kill_every:g}s, a control plane restart every "
                 f"{control_plane_every or 'never'}s",
@@ -488,6 +501,7 @@ def chaos(
                 executors=executors,
                 havoc=lambda: Havoc(cluster, kill_every, control_plane_every, seed, components),
                 timeout=round_timeout,
+                deleted=deleted,
             )
         finally:
             watch.stop()

@@ -1,10 +1,11 @@
-"""Memory soak: resident memory of esi's processes over many completed job runs (issue 21: flat within ±10 %).
+"""Memory soak: resident memory of esi's processes over many completed job runs (issue 21: flat within ±10 %), and
+what keeping every run as a Run object costs (issue 45: runs/s and the operators' memory within 10 % of without).
 
 ``python -m bench.soak [--runs 10000] [--sample-every 500] [--jobs 8] [--executors 2] [--nodes 4]
-[--slots-per-node 4] [--runtime 0.5]``. A fresh local stack (``bench.stack``: reconcilers, simulated Spark
-operator, API with the extender, second scheduler) with a Testbed of ``--nodes`` KWOK nodes
-(``--slots-per-node`` slots each) and ``--jobs`` Spark BatchJobs whose simulated applications run ``--runtime``
-seconds once their executors run. Runs are fed in rounds, the way an external scheduler drives esi: a
+[--slots-per-node 4] [--runtime 0.5] [--run-objects both|with|without]``. A fresh local stack (``bench.stack``:
+reconcilers, simulated Spark operator, API with the extender, second scheduler) with a Testbed of ``--nodes``
+KWOK nodes (``--slots-per-node`` slots each) and ``--jobs`` Spark BatchJobs whose simulated applications run
+``--runtime`` seconds once their executors run. Runs are fed in rounds, the way an external scheduler drives esi: a
 queue-based Scheduling naming every job (``--executors`` times each) is submitted through the API
 (``POST /external/schedulings``), followed there until it is Completed, deleted there (``DELETE``), and the
 next round's Scheduling submitted. Each run takes esi's whole path: holds, reservation of its slots, the
@@ -13,11 +14,16 @@ executor filtered and bound in place of its slot's ghost by the second scheduler
 recorded in the BatchJob's history (``MAX_RUNS`` kept, ``runCount`` counting on). Completed runs are the
 BatchJobs' ``runCount`` summed, less runs still open.
 
+With ``--run-objects both`` (the default) the soak runs twice in one process, each on a fresh stack: first
+without Run objects (the operators' ``--keep-runs 0``: the jobs' histories only), then with them (each run
+written as a Run once its Scheduling lets the job go, the default); at the end, each variant's runs/s and the
+operators' highest and last resident memory of its samples, and with / without.
+
 The benchmark deletes nothing but its Schedulings: that releases their jobs, whose reconciler deletes their
 SparkApplications; the simulated operator deletes the executors when a run ends and the garbage collector takes
-the driver with its application. Each sample line counts the pods, SparkApplications, Schedulings and Events in
-the namespace, so a cluster that grows shows there and not only in the processes' memory (Events expire after
-the API server's event TTL, an hour by default).
+the driver with its application. Each sample line counts the pods, SparkApplications, Schedulings, Events and
+Runs in the namespace, so a cluster that grows shows there and not only in the processes' memory (Events expire
+after the API server's event TTL, an hour by default).
 
 Every ``--sample-every`` completed runs: the resident memory (``VmRSS`` in ``/proc/<pid>/status``) of every
 process with a pid file in the cluster's directory — esi's (``esi-operators``, ``esi-api``, ``esi-sim``, the
@@ -46,9 +52,11 @@ from bench.stack import Stack, local_stack
 from esi.objects.applications import SPARK as SPARK_KIND
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
-from kube.resources import BatchJobResource, SchedulingResource, TestbedResource, plain
+from kube.resources import BatchJobResource, RunResource, SchedulingResource, TestbedResource, plain
 
 NAMESPACE = "default"
+OPERATORS = "esi-operators"  # the operators' pid file: their column of resident memory
+VARIANTS = {"without": False, "with": True}  # --run-objects: whether each run is written as a Run
 TESTBED = "tb"
 ISSUE_RUNS = 10_000  # issue 21's soak: memory flat over this many completed runs
 ROUND_TIMEOUT = 300.0  # seconds a round's Scheduling may take to complete before the soak gives up
@@ -76,11 +84,12 @@ class Census:
     applications: int
     schedulings: int
     events: int
+    runs: int  # Run objects
 
     def __str__(self) -> str:
         return (
             f"pods {self.pods:3d}  apps {self.applications:2d}  schedulings {self.schedulings:2d}  "
-            f"events {self.events:6d}"
+            f"events {self.events:6d}  runs {self.runs:6d}"
         )
 
 
@@ -91,6 +100,7 @@ def _census(stack: Stack) -> Census:
         applications=sum(1 for _ in client.list(SparkApplicationResource, namespace=NAMESPACE)),
         schedulings=sum(1 for _ in client.list(SchedulingResource, namespace=NAMESPACE)),
         events=sum(1 for _ in client.list(Event, namespace=NAMESPACE, chunk_size=500)),
+        runs=sum(1 for _ in client.list(RunResource, namespace=NAMESPACE, chunk_size=500)),
     )
 
 
@@ -183,6 +193,21 @@ def _ordered(names: Sequence[str]) -> list[str]:
     return sorted(names, key=lambda n: (not n.startswith("esi-"), n))
 
 
+@dataclass(frozen=True)
+class Soak:
+    """What one soak measured: its completed runs, in how many seconds, and the operators' resident memory (MiB)
+    at the highest and the last of its samples."""
+
+    runs: int
+    seconds: float
+    operators_peak: float
+    operators_end: float
+
+    @property
+    def rate(self) -> float:
+        return self.runs / self.seconds
+
+
 def run(
     *,
     runs: int,
@@ -194,12 +219,15 @@ def run(
     runtime: float,
     warm_up: float,
     keep_logs: Path | None,
-) -> None:
+    run_objects: bool = True,
+) -> Soak:
+    """One soak on a fresh stack; ``run_objects``: each run written as a Run (else the operators keep none)."""
     size = {"cpu": "1", "memory": "1Gi"}
     specs = [NodeSpec(f"tb-{i}", str(per_node), f"{per_node}Gi", labels={TESTBED_NODE: str(i)}) for i in range(nodes)]
     specs.append(NodeSpec("drivers", "64", "256Gi", labels={DRIVER_NODE: "true"}))
     sim = [f"--default-runtime={runtime:g}"]
-    with local_stack("bench-soak", specs, sim=sim, keep_logs=keep_logs) as stack:
+    operators = () if run_objects else ("--keep-runs=0",)
+    with local_stack("bench-soak", specs, sim=sim, operators=operators, keep_logs=keep_logs) as stack:
         client, slots = stack.client, nodes * per_node
         testbed = {"nodeLabel": TESTBED_NODE, "slotsPerNode": per_node, "resourcesPerSlot": size}
         client.create(TestbedResource.from_dict(_manifest("Testbed", TESTBED, testbed)))
@@ -210,7 +238,8 @@ def run(
         queue = [job for job in names for _ in range(executors)]
         print(
             f"\n{jobs} jobs x {executors} executors per round on a Testbed of {nodes} nodes x {per_node} slots; "
-            f"runs of {runtime:g}s; a sample every {sample_every} runs, until {runs} runs",
+            f"runs of {runtime:g}s; a sample every {sample_every} runs, until {runs} runs; "
+            f"{'each run kept as a Run' if run_objects else 'no Run objects (--keep-runs 0)'}",
             flush=True,
         )
         headers = {"Authorization": f"Bearer {stack.token}"}
@@ -249,6 +278,31 @@ def run(
         print(f"CPU time per component over the {completed} runs:\n{spent}", flush=True)
         print(f"left in the cluster once the last round is released: {_census(stack)}", flush=True)
         print(_summary(samples, int(runs * warm_up), columns), flush=True)
+        memory = [s.rss[OPERATORS] for s in samples if OPERATORS in s.rss]
+        return Soak(completed, elapsed, max(memory, default=float("nan")), memory[-1] if memory else float("nan"))
+
+
+def compare(without: Soak, with_runs: Soak) -> str:
+    """Both variants' runs/s and the operators' memory, and with / without (issue 45: within 10 %)."""
+    lines = [
+        "\nRun objects: without (--keep-runs 0) and with (each run kept as a Run)",
+        f"    {'':<14} {'runs':>7} {'seconds':>8} {'runs/s':>7} {'operators peak MiB':>19} {'end MiB':>8}",
+    ]
+    for name, soak in (("without", without), ("with", with_runs)):
+        lines.append(
+            f"    {name:<14} {soak.runs:7d} {soak.seconds:8.0f} {soak.rate:7.2f} {soak.operators_peak:19.1f} "
+            f"{soak.operators_end:8.1f}"
+        )
+    ratios = (
+        with_runs.rate / without.rate,
+        with_runs.operators_peak / without.operators_peak,
+        with_runs.operators_end / without.operators_end,
+    )
+    within = "within 10 %" if all(abs(r - 1) <= 0.1 for r in ratios) else "NOT within 10 %"
+    lines.append(
+        f"    {'with / without':<14} {'':>7} {'':>8} {ratios[0]:7.3f} {ratios[1]:19.3f} {ratios[2]:8.3f}  {within}"
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -273,22 +327,36 @@ def main() -> None:
         help="share of --runs before the sample the end compares against (default: %(default)s)",
     )
     parser.add_argument("--keep-logs", type=Path, metavar="DIR", help="copy the components' logs here at the end")
+    parser.add_argument(
+        "--run-objects",
+        choices=["both", *VARIANTS],
+        default="both",
+        help="soak without Run objects (the operators' --keep-runs 0), with them, or both, one after the other, "
+        "and compare (default: %(default)s)",
+    )
     args = parser.parse_args()
     if args.executors > args.nodes * args.slots_per_node:
         parser.error("--executors cannot exceed the Testbed's slots (--nodes x --slots-per-node)")
     if not 0 <= args.warm_up < 1:
         parser.error("--warm-up is a share of --runs, from 0 up to (not including) 1")
-    run(
-        runs=args.runs,
-        sample_every=args.sample_every,
-        jobs=args.jobs,
-        executors=args.executors,
-        nodes=args.nodes,
-        per_node=args.slots_per_node,
-        runtime=args.runtime,
-        warm_up=args.warm_up,
-        keep_logs=args.keep_logs,
-    )
+    soaks = {
+        variant: run(
+            runs=args.runs,
+            sample_every=args.sample_every,
+            jobs=args.jobs,
+            executors=args.executors,
+            nodes=args.nodes,
+            per_node=args.slots_per_node,
+            runtime=args.runtime,
+            warm_up=args.warm_up,
+            keep_logs=args.keep_logs / variant if args.keep_logs is not None else None,
+            run_objects=run_objects,
+        )
+        for variant, run_objects in VARIANTS.items()
+        if args.run_objects in ("both", variant)
+    }
+    if len(soaks) == len(VARIANTS):
+        print(compare(soaks["without"], soaks["with"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ server, through lightkube and kopf.
 ``kube.writes``           create-if-absent, and status writes guarded by the version decided on
 ``kube.pod_writes``       the extender's bind: a ghost's deletion and a binding, over a lean client
 ``kube.watch``            following a kind of object: LIST, then WATCH, relisting after any failure
+``kube.metadata``         listing objects by their metadata only (``PartialObjectMetadataList``)
 ``kube.indexes``          kopf indexes with typed handles instead of string keys
 ========================  =========================================================================
 

@@ -37,7 +37,8 @@ def main() -> None:
         type=_count,
         default=KEEP_RUNS,
         metavar="COUNT",
-        help="Runs kept per namespace, the newest; older ones are deleted (default: %(default)s)",
+        help="Runs kept per namespace, the newest; older ones are deleted; 0: none is written, and those there "
+        "are deleted (default: %(default)s)",
     )
     parser.add_argument(
         "--keep-runs-for",

@@ -4,18 +4,20 @@ A thin shell around ``esi.decisions.batchjob_lifecycle.decide_batchjob``. It obs
 that Scheduling's record of the job's slots), the job's SparkApplication or FlinkDeployment and that
 application's pods; it creates the application (``esi.objects.applications`` builds it) once slots are reserved,
 deletes it when the job is released, and is the only writer of the BatchJob's status and run history — and of
-the Run objects that keep each run once its record is final (``esi.objects.runs``).
+the Run objects that keep each run once its record is final (``esi.objects.runs``). A BatchJob being deleted keeps
+every run not kept yet before it goes (``keep_runs_when_deleted``, by kopf's finalizer).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
+import httpx2
 import kopf
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from pydantic import ValidationError
 
@@ -29,6 +31,7 @@ from esi.decisions.batchjob_lifecycle import (
     decide_batchjob,
     decide_unbuildable,
     neighbours_on,
+    runs_to_keep_when_deleted,
     slot_nodes,
     slots_listed,
 )
@@ -46,14 +49,14 @@ from esi.objects.applications import (
 from esi.objects.applications import application_view as view_of_application
 from esi.objects.holds import HOLD_KIND_LABEL, Hold, HoldKind, read_hold
 from esi.objects.names import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, is_executor
-from esi.objects.runs import run_manifest
+from esi.objects.runs import Retention, run_manifest
 from esi.resources.batchjob import BatchJob, RunRecord
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import JobState, RetryPolicy, testbed_name
 from esi.resources.testbed import Slot, TestbedSpec, TestbedStatus
-from kube.errors import Refusal, ignore
+from kube.errors import Refusal, ignore, refusal
 from kube.indexes import index
-from kube.resources import BatchJobResource
+from kube.resources import BatchJobResource, plain
 from kube.writes import create, write_status
 from operators.daemons import (
     CHAIN_DEBOUNCE_SECONDS,
@@ -73,6 +76,8 @@ __all__: list[str] = []
 
 Key = tuple[str, str]  # (namespace, name)
 RETRY = RetryPolicy()  # the defaults of a Scheduling's retry policy
+KEEP_TRIES: Final = 5  # tries to keep a deleted BatchJob's runs; then it goes without those not kept, said so
+KEEP_RETRY_SECONDS: Final = 10.0
 _wakeups = Wakeups("batchjob", CHAIN_DEBOUNCE_SECONDS)
 
 
@@ -338,11 +343,48 @@ async def run_batchjob(
     key = (namespace or "", name)
     caches = _Caches.of(indexes)
     stalled_after = memo.get("stalled_after", STALLED_AFTER)
+    keeps_runs = memo.get("retention", Retention()).keeps_runs
     if not await PODS.wait_listed(stopped):
         return
-    await _wakeups.run(
-        key, stopped, lambda: _reconcile(key, body, memo.client, caches, logger, stalled_after=stalled_after), logger
-    )
+
+    def decide() -> Awaitable[float | None]:
+        return _reconcile(key, body, memo.client, caches, logger, stalled_after=stalled_after, keeps_runs=keeps_runs)
+
+    await _wakeups.run(key, stopped, decide, logger)
+
+
+@kopf.on.delete(GROUP, VERSION, "batchjobs", retries=KEEP_TRIES, backoff=KEEP_RETRY_SECONDS)
+async def keep_runs_when_deleted(
+    *, name: str, namespace: str | None, body: kopf.Body, retry: int, memo: kopf.Memo, logger: kopf.Logger, **_: Any
+) -> None:
+    """Keep every run of the job's history not kept yet, before the job goes (docs/design.md#runs). Run again
+    after a crash, it keeps what is still missing; after ``KEEP_TRIES`` refusals it lets the job go and says
+    which runs were lost."""
+    if not memo.get("retention", Retention()).keeps_runs:
+        return
+    await _wakeups.ended((namespace or "", name), timeout=DAEMON_EXIT_SECONDS)  # its last status written first
+    client: AsyncClient = memo.client
+    left: list[KeepRun] = []
+    try:
+        job = BatchJob.model_validate(plain(await client.get(BatchJobResource, name, namespace=namespace)))
+        left = list(runs_to_keep_when_deleted(job.status, now=utc_now()))
+        while left:
+            if not await create(client, run_manifest(job, left[0].ordinal, left[0].record)):
+                return  # its namespace is being deleted: its Runs would go with it
+            left.pop(0)
+    except ValidationError as err:  # the API server's schema lets it through; esi's stricter rules do not
+        _runs_lost(body, logger, f"esi cannot read its runs ({err})")
+    except httpx2.HTTPError as err:  # ApiError among them
+        if retry + 1 < KEEP_TRIES and not (isinstance(err, ApiError) and refusal(err).of_the_request):
+            raise kopf.TemporaryError(f"keeping the runs of batchjob {name}: {err}", delay=KEEP_RETRY_SECONDS) from err
+        lost = ", ".join(str(keep.ordinal) for keep in left) or "not known"
+        _runs_lost(body, logger, f"runs {lost} are not kept as Runs ({err})")
+
+
+def _runs_lost(body: kopf.Body, logger: kopf.Logger, why: str) -> None:
+    message = f"the BatchJob goes without the runs it had not kept: {why}"
+    logger.error(message)
+    kopf.event(body, type="Warning", reason="RunsLost", message=message)
 
 
 def _holder(key: Key, caches: _Caches) -> Holder | None:
@@ -381,9 +423,18 @@ def _assignment(namespace: str, action: CreateApplication, caches: _Caches) -> S
 
 
 async def _reconcile(
-    key: Key, body: kopf.Body, client: AsyncClient, caches: _Caches, logger: kopf.Logger, *, stalled_after: timedelta
+    key: Key,
+    body: kopf.Body,
+    client: AsyncClient,
+    caches: _Caches,
+    logger: kopf.Logger,
+    *,
+    stalled_after: timedelta,
+    keeps_runs: bool,
 ) -> float | None:
     namespace, name = key
+    if body["metadata"].get("deletionTimestamp"):
+        return None  # being deleted: its runs are kept by keep_runs_when_deleted; nothing more to decide
     raw_status = dict(body.get("status") or {})
     try:
         job = BatchJob.model_validate(
@@ -410,7 +461,9 @@ async def _reconcile(
         slots_listed=slots_listed(name, rows),
     )
     generation, now = body["metadata"].get("generation"), utc_now()
-    decision = decide_batchjob(job.status, observation, generation=generation, now=now, stalled_after=stalled_after)
+    decision = decide_batchjob(
+        job.status, observation, generation=generation, now=now, stalled_after=stalled_after, keeps_runs=keeps_runs
+    )
     resource = _resource(kind)
     for action in decision.actions:
         if isinstance(action, KeepRun):  # first: the status written below counts it as kept
@@ -426,7 +479,9 @@ async def _reconcile(
             try:
                 manifest = application_manifest(job, assignment, namespace=namespace, uid=body["metadata"]["uid"])
             except ApplicationError as err:
-                decision = decide_unbuildable(decision, observation, str(err), generation=generation, now=now)
+                decision = decide_unbuildable(
+                    decision, observation, str(err), generation=generation, now=now, keeps_runs=keeps_runs
+                )
                 break
             if not await create(client, manifest):
                 return None  # the namespace is being deleted, and the BatchJob with it

@@ -48,7 +48,9 @@ DEBOUNCE_SECONDS = 0.1
 CHAIN_DEBOUNCE_SECONDS = 0.02
 # How long kopf lets a daemon end by itself (it does at once: ``Wakeups.run``) before cancelling it.
 DAEMON_EXIT_SECONDS = 2.0
-FINALIZER = f"{GROUP}/release"  # a Scheduling's: its holds are let go before it is gone
+# kopf's, on every object it reconciles: its daemon stops, a Scheduling lets go of its holds and a BatchJob keeps
+# its runs before it is gone.
+FINALIZER = f"{GROUP}/release"
 FIELD_MANAGER = "esi-operators"
 
 K = TypeVar("K", bound=Hashable)
@@ -56,11 +58,12 @@ V = TypeVar("V")
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
-    """No diff base: esi's one kopf change handler is a Scheduling's on.delete, which kopf starts from the
-    deletion timestamp, never from a diff. Every object's essence is empty, and so is the one kopf fetches —
-    not absent, or kopf would take each object for new and patch its essence onto it: a write to every new
-    Scheduling, which also made the Scheduling reconciler's first status write meet a stale view. (kopf would
-    otherwise build an essence for every event of every kind it watches: a deep copy of every object.)"""
+    """No diff base: esi's kopf change handlers are on.delete handlers (a Scheduling's, a BatchJob's), which
+    kopf starts from the deletion timestamp, never from a diff. Every object's essence is empty, and so is the one
+    kopf fetches — not absent, or kopf would take each object for new and patch its essence onto it: a write to
+    every new Scheduling and BatchJob, which also made their reconcilers' first status writes meet a stale view.
+    (kopf would otherwise build an essence for every event of every kind it watches: a deep copy of every
+    object.)"""
 
     def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
         return kopf.BodyEssence()
@@ -114,6 +117,7 @@ class Wakeups:
         self.debounce_seconds = debounce_seconds
         self._events: dict[Hashable, asyncio.Event] = {}
         self._hurried: dict[Hashable, asyncio.Event] = {}  # woken at once: no debounce
+        self._ended: dict[Hashable, asyncio.Event] = {}  # set once a daemon's last decision is done
 
     def wake(self, keys: Iterable[Hashable] | None = None, *, at_once: bool = False) -> None:
         """Ask the daemons of ``keys`` (all of them when None) to decide again. ``at_once``: for a change on the
@@ -135,6 +139,14 @@ class Wakeups:
             if matches(key):
                 event.set()
 
+    async def ended(self, key: Hashable, timeout: float) -> None:
+        """Until the daemon of ``key``, told to stop, has ended — its decision in flight written — or ``timeout``
+        seconds went by; at once when none runs."""
+        ended = self._ended.get(key)
+        if ended is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), timeout=timeout)
+
     async def run(
         self,
         key: Hashable,
@@ -146,6 +158,7 @@ class Wakeups:
         to look again (it returns seconds; None: only on a change)."""
         wake = self._events.setdefault(key, asyncio.Event())
         hurried = self._hurried.setdefault(key, asyncio.Event())
+        ended = self._ended.setdefault(key, asyncio.Event())
 
         async def wake_when_stopped() -> None:  # so that a stop ends the wait at once, not kopf's cancelling
             await stopped.wait()
@@ -184,6 +197,8 @@ class Wakeups:
             watching_stop.cancel()
             self._events.pop(key, None)
             self._hurried.pop(key, None)
+            self._ended.pop(key, None)
+            ended.set()
 
 
 def debounce(decided_at: float, now: float, seconds: float = DEBOUNCE_SECONDS, *, took: float = 0.0) -> float:

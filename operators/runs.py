@@ -1,7 +1,8 @@
-"""Retention of Runs: every ``PRUNE_EVERY`` the operators list the Runs of the whole cluster and delete those
-the retention setting lets go (``esi.objects.runs.runs_to_prune``: the oldest beyond the count kept per
-namespace, and those older than the age kept). Runs are written by the BatchJob reconciler
-(``operators.batchjob``); nothing else deletes them.
+"""Retention of Runs: every ``PRUNE_EVERY`` the operators list the Runs of the whole cluster, by their metadata
+only (``kube.metadata``: names and creation times are all that retention reads), and delete those the retention
+setting lets go (``esi.objects.runs.runs_to_prune``: the oldest beyond the count kept per namespace, and those
+older than the age kept). Runs are written by the BatchJob reconciler (``operators.batchjob``); nothing else
+deletes them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from lightkube import ALL_NS, ApiError, AsyncClient
 from esi.objects.runs import KeptRun, Retention, runs_to_prune
 from esi.resources.meta import utc_now
 from kube.errors import Refusal, ignore
+from kube.metadata import list_metadata
 from kube.resources import RunResource
-from kube.watch import LIST_CHUNK
 
 __all__ = ["PRUNE_EVERY", "prune_runs"]
 
@@ -30,7 +31,7 @@ _log = logging.getLogger(__name__)
 async def prune_runs(client: AsyncClient, retention: Retention, *, now: datetime, namespace: str = ALL_NS) -> int:
     """Delete the Runs ``retention`` lets go (of every namespace, or of ``namespace``); how many went."""
     kept: list[KeptRun] = []
-    async for run in client.list(RunResource, namespace=namespace, chunk_size=LIST_CHUNK):
+    async for run in list_metadata(client, RunResource, namespace=namespace):
         metadata = run.metadata
         if metadata is None or metadata.name is None or metadata.creationTimestamp is None:
             continue

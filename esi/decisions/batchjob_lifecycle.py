@@ -31,6 +31,8 @@ Runs (docs/compatibility.md#runs):
   so the Run holds exactly what the history holds — and the status counts the runs so kept
   (``keptRuns``): a Run lost to a crash between the two writes is created again, and a kept record is
   never changed (a Scheduling of the same name holding the job again does not add to it).
+* A BatchJob being deleted learns nothing more: every run of its history not yet kept is kept before it goes
+  (``runs_to_keep_when_deleted``), an open run closed as Cancelled.
 
 Waits explain themselves: ``waitingFor`` carries the scheduler's or kubelet's words on a pod of the run that
 is not placed or not started, and a run that is still not Running ``stalled_after`` its submission gets the
@@ -61,6 +63,7 @@ from esi.resources.meta import ConditionStatus, set_conditions
 from esi.resources.testbed import Slot
 
 __all__ = [
+    "DELETED_WHILE_RUNNING",
     "STALLED_AFTER",
     "ApplicationPhase",
     "ApplicationView",
@@ -75,6 +78,7 @@ __all__ = [
     "decide_unbuildable",
     "neighbours_on",
     "runs_to_keep",
+    "runs_to_keep_when_deleted",
     "slot_nodes",
     "slots_listed",
 ]
@@ -200,6 +204,25 @@ def runs_to_keep(status: BatchJobStatus) -> tuple[KeepRun, ...]:
     return tuple(KeepRun(ordinal, run) for ordinal, run in numbered if ordinal > status.kept_runs)
 
 
+DELETED_WHILE_RUNNING = "its BatchJob was deleted while it ran"  # the reason of a run its job's deletion ends
+
+
+def runs_to_keep_when_deleted(status: BatchJobStatus | None, *, now: datetime) -> tuple[KeepRun, ...]:
+    """The runs to keep before a BatchJob being deleted goes, oldest first: every run of its history not yet kept,
+    the last one too (nothing more is learned of a job being deleted) — closed as Cancelled at ``now`` if it is
+    still open."""
+    if status is None or not status.runs:
+        return ()
+    runs = status.runs
+    if runs[-1].end is None:
+        closed = runs[-1].model_copy(
+            update={"end": now, "outcome": RunOutcome.CANCELLED, "reason": DELETED_WHILE_RUNNING}
+        )
+        runs = [*runs[:-1], closed]
+    numbered = status.model_copy(update={"runs": runs}).numbered_runs()
+    return tuple(KeepRun(ordinal, run) for ordinal, run in numbered if ordinal > status.kept_runs)
+
+
 @dataclass(frozen=True)
 class BatchJobDecision:
     status: BatchJobStatus
@@ -215,13 +238,15 @@ def decide_batchjob(
     generation: int | None,
     now: datetime,
     stalled_after: timedelta = STALLED_AFTER,
+    keeps_runs: bool = True,
 ) -> BatchJobDecision:
-    """The next status of a BatchJob and what to do to get there."""
+    """The next status of a BatchJob and what to do to get there; ``keeps_runs``: whether final records become
+    Runs (not when the operators keep none: ``--keep-runs 0``)."""
     current = status or BatchJobStatus()
-    records = runs_to_keep(current)
+    records = runs_to_keep(current) if keeps_runs else ()
     if records:
         current = current.model_copy(update={"kept_runs": records[-1].ordinal})
-    step = _Step(current, observation, now, stalled_after)
+    step = _Step(current, observation, now, stalled_after, keeps_runs=keeps_runs)
     step.actions.extend(records)
     holder = observation.holder
     if current.scheduling is not None and (holder is None or holder.scheduling != current.scheduling):
@@ -235,8 +260,15 @@ class _Step:
     """One decision in the making: the status so far, the actions and the events it causes."""
 
     def __init__(
-        self, status: BatchJobStatus, observation: BatchJobObservation, now: datetime, stalled_after: timedelta
+        self,
+        status: BatchJobStatus,
+        observation: BatchJobObservation,
+        now: datetime,
+        stalled_after: timedelta,
+        *,
+        keeps_runs: bool,
     ) -> None:
+        self.keeps_runs = keeps_runs
         self.start = status
         self.status = status
         self.observation = observation
@@ -441,7 +473,7 @@ class _Step:
         if stalled and not _condition_holds(self.start, "Stalled"):
             events.append(Event("Stalled", stalled, warning=True))
         again = self._until_stalled()
-        if runs_to_keep(status):  # kept as Runs on the next decision, made on the status as written
+        if self.keeps_runs and runs_to_keep(status):  # kept as Runs on the next decision, made on the status as written
             again = 0.0
         return BatchJobDecision(status, tuple(self.actions), tuple(events), again)
 
@@ -511,9 +543,12 @@ def decide_unbuildable(
     *,
     generation: int | None,
     now: datetime,
+    keeps_runs: bool = True,
 ) -> BatchJobDecision:
     """``decided`` asked to create the application, and it cannot be built (``why``, e.g. a slot size the
     application cannot be given exactly): the run fails at submission, as if the application's operator had
     reported it Failed — recorded as a failed run (the Scheduling may run the job again)."""
     failed = ApplicationView(ApplicationPhase.FAILED, message=f"cannot build the application: {why}")
-    return decide_batchjob(decided.status, replace(observation, application=failed), generation=generation, now=now)
+    return decide_batchjob(
+        decided.status, replace(observation, application=failed), generation=generation, now=now, keeps_runs=keeps_runs
+    )

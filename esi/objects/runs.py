@@ -10,7 +10,7 @@ labelled, and which Runs retention lets go.
   63 characters: a longer name is cut to 54 and ends in ``-`` and 8 hex digits of its SHA-256
   (``label_value``); the full names are in the spec.
 * **Owned by nobody**: it outlives its BatchJob and its Scheduling; only retention (``runs_to_prune``)
-  deletes it.
+  deletes it. Keeping none (``Retention.keep`` 0), none is written.
 
 Pure: records in, manifests out.
 """
@@ -116,6 +116,11 @@ class Retention:
 
     keep: int = KEEP_RUNS
     max_age: timedelta | None = None
+
+    @property
+    def keeps_runs(self) -> bool:
+        """Whether any Run is kept: keeping none, none is written (the BatchJobs' histories only)."""
+        return self.keep > 0
 
 
 def runs_to_prune(runs: Iterable[KeptRun], retention: Retention, *, now: datetime) -> list[KeptRun]:

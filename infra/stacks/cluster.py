@@ -348,19 +348,22 @@ class Permissions:
 
 
 _ESI_KINDS: Final = tuple(d.plural for d in DEFINITIONS)  # batchjobs, testbeds, schedulings, runs
-_WITH_STATUS: Final = tuple(d.plural for d in DEFINITIONS if d.status is not None)  # all but runs
+# The kinds esi's reconcilers handle, each writing the status of its own: all but runs.
+_RECONCILED: Final = tuple(d.plural for d in DEFINITIONS if d.status is not None)
 _READ: Final = ("get", "list", "watch")
 
 # python -m operators: kopf handlers (operators/*.py) that watch cluster-wide.
 OPERATORS: Final = Permissions(
     "operators",
     cluster_rules=(
-        # kopf patches its finalizer and progress annotations onto the objects it handles.
-        Rule((GROUP,), _ESI_KINDS, (*_READ, "patch")),
+        # kopf patches its finalizer and progress annotations onto the objects it handles; a BatchJob being
+        # deleted is read once more for the runs it keeps.
+        Rule((GROUP,), _RECONCILED, (*_READ, "patch")),
         # Each reconciler writes its own status (kube/writes.py write_status: a JSON patch).
-        Rule((GROUP,), tuple(f"{kind}/status" for kind in _WITH_STATUS), ("get", "patch")),
-        # The BatchJob reconciler keeps each finished run as a Run; retention deletes the oldest.
-        Rule((GROUP,), ("runs",), ("create", "delete")),
+        Rule((GROUP,), tuple(f"{kind}/status" for kind in _RECONCILED), ("get", "patch")),
+        # The BatchJob reconciler keeps each finished run as a Run; retention lists them (their metadata) and
+        # deletes the oldest. Nothing of esi gets, watches or changes a Run.
+        Rule((GROUP,), ("runs",), ("list", "create", "delete")),
         # Ghost pods and applications are owned by their Testbed/BatchJob with blockOwnerDeletion, which the
         # OwnerReferencesPermissionEnforcement admission plugin allows only to who may update the finalizers.
         Rule((GROUP,), ("testbeds/finalizers", "batchjobs/finalizers"), ("update",)),

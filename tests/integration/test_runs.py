@@ -1,22 +1,26 @@
 """Every run kept: each finished run of a BatchJob becomes a Run object once its Scheduling lets the job go,
 labelled for selection and the same as the job's history; a Run lost to a crash between the job's status write
-and its creation comes back; retention keeps each namespace's newest Runs."""
+and its creation comes back; a BatchJob deleted while its run runs, or before its ended run was kept, keeps it
+first; retention keeps each namespace's newest Runs."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from lightkube import AsyncClient, KubeConfig
 
+from esi.decisions.batchjob_lifecycle import DELETED_WHILE_RUNNING
 from esi.objects.names import JOB_LABEL
 from esi.objects.runs import Retention, run_name
 from esi.resources.meta import utc_now
 from infra.local_cluster import ClusterError, LocalCluster
 from operators.runs import prune_runs
+from sim.names import ENDS_AT_ANNOTATION, STARTED_AT_ANNOTATION
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
 from tests.integration.esi_objects import new_testbed_on_nodes, run_to_end, spark_job
 from tests.integration.kube import get, status, wait_for
@@ -102,6 +106,41 @@ def test_a_run_lost_between_the_status_write_and_its_creation_comes_back(
     assert back["spec"] == kept["spec"]
     assert back["metadata"]["name"] == kept["metadata"]["name"]
     assert status(esi_stack, namespace, "batchjob", "wordcount")["keptRuns"] == 1
+
+
+def test_a_job_deleted_while_its_run_runs_or_before_its_ended_run_is_kept_keeps_it_first(
+    esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
+) -> None:
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    spark_job(esi_stack, namespace, "ended")
+    spark_job(esi_stack, namespace, "running")
+    manifest = scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": j} for j in ("ended", "running") * 2])
+    create_in(esi_stack, namespace, manifest | {"metadata": {"name": "s"}})
+    wait_for("running's application", lambda: get(esi_stack, namespace, "sparkapplication", "running") or None)
+    started = utc_now()  # the simulated run is planned to last an hour, whether it started already or not
+    plan = {STARTED_AT_ANNOTATION: started, ENDS_AT_ANNOTATION: started + timedelta(hours=1)}
+    annotations = [f"{key}={when.isoformat()}" for key, when in plan.items()]
+    esi_stack.kubectl("annotate", "-n", namespace, "sparkapplication", "running", "--overwrite", *annotations)
+    wait_for(
+        "ended Succeeded, running Running",
+        lambda: (
+            status(esi_stack, namespace, "batchjob", "ended").get("state") == "Succeeded"
+            and status(esi_stack, namespace, "batchjob", "running").get("state") == "Running"
+        ),
+        timeout=COMPLETION,
+    )
+    ended = get(esi_stack, namespace, "batchjob", "ended")
+    assert ended["status"].get("keptRuns", 0) == 0, "held by its Scheduling: not kept yet"
+
+    esi_stack.kubectl("delete", "-n", namespace, "batchjob", "ended", "running", "--wait=true", "--timeout=60s")
+
+    (kept,) = runs_of(esi_stack, namespace, "ended")
+    (record,) = ended["status"]["runs"]
+    assert {k: kept["spec"][k] for k in record} == record, "the Run holds what the history held"
+    assert kept["spec"]["outcome"] == "Succeeded"
+    (cancelled,) = runs_of(esi_stack, namespace, "running")
+    assert (cancelled["spec"]["outcome"], cancelled["spec"]["reason"]) == ("Cancelled", DELETED_WHILE_RUNNING)
+    assert cancelled["spec"]["end"] is not None
 
 
 def test_retention_keeps_the_newest_runs_of_a_namespace(

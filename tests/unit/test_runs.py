@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from esi.decisions.batchjob_lifecycle import (
+    DELETED_WHILE_RUNNING,
     ApplicationPhase,
     ApplicationView,
     BatchJobObservation,
@@ -21,6 +22,7 @@ from esi.decisions.batchjob_lifecycle import (
     Neighbour,
     decide_batchjob,
     runs_to_keep,
+    runs_to_keep_when_deleted,
 )
 from esi.objects.names import JOB_LABEL, MANAGED_BY_LABEL, TESTBED_LABEL
 from esi.objects.runs import (
@@ -204,6 +206,63 @@ def test_a_kept_record_learns_nothing_more_when_a_scheduling_of_its_name_holds_t
     decided = decide_batchjob(held.status, again, generation=1, now=T0)
 
     assert decided.status.runs[-1] == kept.runs[-1]
+
+
+def test_keeping_no_runs_the_decision_keeps_none_and_counts_none_kept() -> None:
+    held = history("a", "b", held_by="b")
+    released = decide_batchjob(held, BatchJobObservation(None, None), generation=1, now=T0, keeps_runs=False)
+
+    assert released.actions == ()
+    assert released.status.kept_runs == 0
+    assert released.decide_again_in is None, "nothing to keep on the next decision"
+
+
+# --- a BatchJob deleted: every run not yet kept is kept before it goes ------------------------------------------
+
+OPEN = RECORD.model_copy(update={"end": None, "outcome": None})
+
+WHEN_DELETED = {
+    "never-ran-nothing": ToKeep(history(held_by="a"), ()),
+    "released-all-kept-already-nothing": ToKeep(history("a", "b", kept=2), ()),
+    "the-last-still-held-is-final-now": ToKeep(history("a", "b", kept=1, held_by="b"), (2,)),
+    "every-run-not-kept-oldest-first": ToKeep(history("a", "b", held_by="b"), (1, 2)),
+    "an-open-run-too": ToKeep(BatchJobStatus(runs=[RECORD, OPEN], run_count=9, kept_runs=8, scheduling="weekly"), (9,)),
+    "kept-before-an-upgrade-to-runs-of-their-own": ToKeep(history("a", run_count=MAX_RUNS + 3), (53,)),
+}
+
+
+@pytest.mark.parametrize("case", WHEN_DELETED.values(), ids=WHEN_DELETED.keys())
+def test_a_deleted_job_keeps_every_run_not_yet_kept(case: ToKeep) -> None:
+    kept = runs_to_keep_when_deleted(case.status, now=T0)
+
+    assert [k.ordinal for k in kept] == list(case.ordinals)
+    recorded = dict(case.status.numbered_runs())
+    closed = [k for k in kept if recorded[k.ordinal].end is not None]
+    assert all(k.record == recorded[k.ordinal] for k in closed), "a closed run's Run holds what the history holds"
+
+
+def test_a_run_still_open_when_its_job_is_deleted_is_kept_cancelled_then() -> None:
+    assert runs_to_keep_when_deleted(None, now=T0) == (), "never decided: nothing ran"
+    (kept,) = runs_to_keep_when_deleted(BatchJobStatus(runs=[OPEN], run_count=1, scheduling="weekly"), now=T0)
+
+    assert kept.record == OPEN.model_copy(
+        update={"end": T0, "outcome": RunOutcome.CANCELLED, "reason": DELETED_WHILE_RUNNING}
+    )
+
+
+@pytest.mark.parametrize("crash_after", [0, 1, 2])
+def test_a_deletion_interrupted_keeps_the_rest_when_decided_again_and_changes_no_run(crash_after: int) -> None:
+    deleted = BatchJobStatus(runs=[RECORD, RECORD, OPEN], run_count=3, scheduling="weekly")
+    runs: dict[int, RunRecord] = {}  # the Run objects: one created again is there already (409)
+    for keep in runs_to_keep_when_deleted(deleted, now=T0)[:crash_after]:
+        runs.setdefault(keep.ordinal, keep.record)
+    before = dict(runs)
+    for keep in runs_to_keep_when_deleted(deleted, now=T0 + timedelta(minutes=1)):  # after the operators' restart
+        runs.setdefault(keep.ordinal, keep.record)
+
+    assert sorted(runs) == [1, 2, 3]
+    assert {o: runs[o] for o in before} == before
+    assert runs[3].outcome == RunOutcome.CANCELLED
 
 
 # A simulated shell around the decision: it creates the Runs a decision asks for, then writes the status guarded by

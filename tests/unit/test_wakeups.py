@@ -98,6 +98,28 @@ def test_a_wake_up_at_once_ends_the_debounce_that_a_burst_waits_for() -> None:
     assert virtual_time.run(scenario()) == pytest.approx([0.0, 0.3])
 
 
+def test_waiting_for_a_stopped_daemon_ends_once_its_decision_in_flight_is_done() -> None:
+    # A BatchJob's deletion handler waits so, to read the last status its reconciler wrote.
+    async def scenario() -> tuple[float, float]:
+        wakeups = Wakeups("thing")
+        loop = asyncio.get_running_loop()
+
+        async def slow_decision() -> None:
+            await asyncio.sleep(0.5)
+
+        stopper: FlagSetter[DaemonStoppingReason] = FlagSetter()
+        daemon = asyncio.create_task(wakeups.run("key", stopper.async_waiter, slow_decision, logging.getLogger("t")))
+        await asyncio.sleep(0.1)  # mid-decision
+        stopper.set(reason=DaemonStoppingReason.RESOURCE_DELETED)
+        await wakeups.ended("key", timeout=10)
+        ended_at = loop.time()
+        await daemon
+        await wakeups.ended("key", timeout=10)  # none runs: at once
+        return ended_at, loop.time()
+
+    assert virtual_time.run(scenario()) == pytest.approx((0.5, 0.5))
+
+
 @pytest.mark.parametrize(
     ("woken_after", "wait"),
     [(5.0, 0.0), (DEBOUNCE_SECONDS, 0.0), (0.0, DEBOUNCE_SECONDS), (DEBOUNCE_SECONDS / 4, DEBOUNCE_SECONDS * 3 / 4)],
