@@ -23,7 +23,8 @@ from operators.runs import prune_runs
 from sim.names import ENDS_AT_ANNOTATION, STARTED_AT_ANNOTATION
 from tests.integration.conftest import AddNodes, ensure_operators, kill_operators
 from tests.integration.esi_objects import new_testbed_on_nodes, run_to_end, spark_job
-from tests.integration.kube import get, status, wait_for
+from tests.integration.kube import create_in, get, status, wait_for
+from tests.manifests import scheduling_manifest
 
 COMPLETION = 300  # seconds a Scheduling of one simulated job may take on a busy 2-core machine
 
