@@ -863,7 +863,7 @@ def _run_rows_table(records: Iterable[dict[str, Any]]) -> Table:
 
 
 @contextlib.contextmanager
-def _progress() -> Iterator[Callable[[int], None]]:
+def _export_progress() -> Iterator[Callable[[int], None]]:
     """``advance(rows)`` after each page: a line on stderr counting pages and runs while it is a terminal."""
     console = _stderr()
     if not console.is_terminal:
@@ -884,8 +884,8 @@ def _progress() -> Iterator[Callable[[int], None]]:
 def _parquet(pages: Iterable[list[dict[str, Any]]], path: Path) -> int:
     """The runs into a Parquet file at ``path``; how many there were."""
     try:
-        import pyarrow as pa  # noqa: PLC0415 (the analysis extra, imported only for this)
-        import pyarrow.parquet as pq  # noqa: PLC0415
+        import pyarrow as pa  # type: ignore[import-untyped]  # noqa: PLC0415 (the analysis extra, only for this)
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # noqa: PLC0415
     except ImportError as err:
         raise _fail(f"-o parquet needs pyarrow: {ANALYSIS_EXTRA}") from err
     moments = ("submitted", "started", "ended")
@@ -949,7 +949,7 @@ def show_runs(  # noqa: PLR0917 (typer passes what the command declares)
         since=_moment(since),
         until=_moment(until),
     )
-    with session.client() as client, _progress() as advance:
+    with session.client() as client, _export_progress() as advance:
         if chosen is RunsOutput.PARQUET:
             assert output_file is not None
 
