@@ -7,13 +7,15 @@ raw object — and each row rendered for export once (``esi.results.table.Render
 A Run's spec never changes (the API server refuses it), so an object seen again — in a relist, or a watch
 event for its labels' change — is read again only when its labels differ; a Run that does not validate against
 esi's model (written by another version of esi) is left out with a warning. The REST side is ready without the
-runs: the route answers 503 until the first list is in (a list of 100,000 takes seconds).
+runs: the route answers 503 until the first list is in (a list of 100,000 takes seconds). The list comes a
+chunk at a time (``kube.watch.PiecewiseStream``): 100,000 Runs are never held as objects at once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -22,7 +24,7 @@ from esi.resources.run import Run
 from esi.results.table import RenderedRuns, RunRow, run_row
 from esi.wire.rest import field_problems
 from kube.resources import RunResource
-from kube.watch import Stream
+from kube.watch import PiecewiseStream
 
 __all__ = ["RunStore", "run_stream"]
 
@@ -39,18 +41,18 @@ class RunStore:
         self.synced = False  # a complete list has been seen
 
     def listed(self, objects: Sequence[Mapping[str, Any]]) -> None:
-        seen: set[tuple[str, str]] = set()
         for obj in objects:
-            row = self.observed(obj)
-            if row is not None:
-                seen.add(row.key)
-        for row in [row for row in self.rendered.table if row.key not in seen]:
+            self.observed(obj)
+        self.relisted({_key(obj) for obj in objects})
+
+    def relisted(self, keys: AbstractSet[tuple[str, str]]) -> None:
+        for row in [row for row in self.rendered.table if row.key not in keys]:
             self.rendered.remove(row.namespace, row.name)
         self.synced = True
 
     def observed(self, obj: Mapping[str, Any]) -> RunRow | None:
         metadata = obj.get("metadata") or {}
-        known = self.rendered.table.get(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        known = self.rendered.table.get(*_key(obj))
         if known is not None and dict(known.labels) == (metadata.get("labels") or {}):
             return known  # the same Run: its spec never changes
         try:
@@ -70,12 +72,16 @@ class RunStore:
         return row
 
     def deleted(self, obj: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata") or {}
-        self.rendered.remove(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+        self.rendered.remove(*_key(obj))
 
 
-def run_stream(store: RunStore) -> Stream:
-    """The Runs of every namespace, told to ``store``."""
-    stream = Stream(WHAT, RunResource)
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def run_stream(store: RunStore) -> PiecewiseStream:
+    """The Runs of every namespace, told to ``store`` as each chunk of a list arrives."""
+    stream = PiecewiseStream(WHAT, RunResource)
     stream.tell(store)
     return stream

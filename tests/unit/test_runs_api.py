@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
+from lightkube import AsyncClient
 
 from api.app import create_api_app
 from api.auth import StaticToken
-from api.runs import RunStore
+from api.runs import RunStore, run_stream
 from esi.results.table import COLUMNS, RunPage
+from kube.resources import RunResource
+from kube.watch import streaming
+from tests import virtual_time
 from tests.builders import run_object
+from tests.unit.test_index_feed import FakeCluster
 
 TOKEN = "s3cret-token"  # noqa: S105 (a test token)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -155,3 +161,26 @@ def test_the_route_is_in_openapi_with_its_models_and_csv() -> None:
     assert set(route["responses"]["200"]["content"]) == {"application/json", "text/csv"}
     assert route["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/RunPage")
     assert {p["name"] for p in route["parameters"]} >= {"job", "selector", "since", "until", "limit", "continue"}
+
+
+def test_the_run_stream_lists_piece_by_piece_and_a_relist_forgets_what_went() -> None:
+    def run(job: str) -> Any:
+        return RunResource.from_dict(run_object(job, 1, 0, 10, ["n1"], namespace="default"))
+
+    cluster = FakeCluster(
+        lists={RunResource: [([run("pi"), run("wc")], "10"), ([run("pi")], "20")]},
+        watches={RunResource: [RuntimeError("the watch broke"), [("ADDED", run("sort"))]]},
+    )
+    store = RunStore()
+
+    async def follow() -> None:
+        async with streaming([run_stream(store)], cast(AsyncClient, cluster), min_backoff=0.001, max_backoff=0.01):
+            async with asyncio.timeout(5):
+                while store.rendered.table.get("default", "sort-uid-sort-1") is None:
+                    await asyncio.sleep(0.001)
+
+    virtual_time.run(follow())
+
+    assert store.synced
+    assert [row.job for row in store.rendered.table] == ["pi", "sort"], "wc was not in the second list"
+    assert cluster.count("list", "Run") == 2
