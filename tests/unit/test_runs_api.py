@@ -20,7 +20,7 @@ from kube.resources import RunResource
 from kube.watch import streaming
 from tests import virtual_time
 from tests.builders import run_object
-from tests.unit.test_index_feed import FakeCluster
+from tests.unit.fake_cluster import FakeCluster
 
 TOKEN = "s3cret-token"  # noqa: S105 (a test token)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
