@@ -810,16 +810,17 @@ class RunsOutput(StrEnum):
 
 
 ANALYSIS_EXTRA = "pip install 'esi[analysis]'"
-_RUNS_HELP = """Every finished run of the namespace as a table: job, kind, ordinal, attempt, Scheduling, Testbed, slots,
-nodes, the jobs it met on its nodes with the seconds they overlapped, submitted, started, ended, waiting and
-runtime seconds, outcome, reason — one row per Run, in order of start (every column is explained in
+_RUNS_HELP = """Every finished run of the namespace as a table: job, kind, ordinal, attempt, Scheduling, Testbed,
+slots, nodes, the jobs it met on its nodes with the seconds they overlapped, submitted, started, ended, waiting
+and runtime seconds, outcome, reason — one row per Run, in order of start (every column is explained in
 docs/how-to/runs-as-data.md).
 
 -o table (the default) shows the main columns; -o csv writes a header and a line per run (lists joined by ";",
-a co-located job as job=seconds); -o json a JSON array, one run per line (RunEntry's fields, camelCase); -o parquet
-a Parquet file (--output-file; needs pyarrow: pip install 'esi[analysis]'): times as timestamp[us, UTC], seconds
-as float64, slots and nodes as lists, colocated as a list of {job, seconds}. Filters of different kinds must all
-hold; a repeated filter takes any of its values."""
+a co-located job as job=seconds); -o json a JSON array, one run per line (RunEntry's fields, camelCase);
+-o parquet a Parquet file (--output-file; needs pyarrow: pip install 'esi\\[analysis]'): times as
+timestamp\\[us, UTC], seconds as float64, slots and nodes as lists, colocated as a list of {job, seconds}.
+
+Filters of different kinds must all hold; a repeated filter takes any of its values."""
 
 
 def _moment(value: str | None) -> datetime | None:
