@@ -21,10 +21,11 @@ from api.cache import Kind, ResourceCache, following
 from api.door import API_BODY_LIMIT, guard
 from api.metrics import API_LATENCY, CACHE_COLLECTOR, measure, metrics_route
 from api.notifications import notifier
-from api.routes import batchjobs, overview, schedulings, testbeds
+from api.routes import batchjobs, overview, runs, schedulings, testbeds
+from api.runs import RunStore, run_stream
 from api.stomp import Broker
 from api.stomp import router as stomp_router
-from kube.watch import Stream
+from kube.watch import Stream, streaming
 
 __all__ = ["create_api_app"]
 
@@ -40,6 +41,8 @@ schedulers written for it run unchanged.
 * A request body may be at most 2 MiB (more than the API server stores in one object); a larger one is a 413.
 * `?view=esi` adds esi's own fields (`namespace`, `esiState`, `waitingFor`, …) to the original's, which are
   all an answer has by default.
+* `GET /external/runs`: every finished run as a table (job, Scheduling, Testbed, slots, nodes, the jobs it met and
+  for how long, times, outcome), filtered and paged, as JSON or CSV (esi's own route).
 * Live updates: STOMP 1.2 over WebSocket at `/scheduler`; subscribe to `/topic/testbeds`, `/topic/jobs`,
   `/topic/schedulings` (`{action, resource: <name>}`) or `/topic/<kind>/<name>`
   (`{action, resource: <the object's view>}`); optional `namespace` and `view` headers on SUBSCRIBE.
@@ -51,6 +54,7 @@ def create_api_app(
     *,
     namespace: str = "default",
     cache: ResourceCache | None = None,
+    run_store: RunStore | None = None,
     kube_config: KubeConfig | None = None,
     kube: AsyncClient | None = None,
     stomp_buffer: int = 1000,
@@ -60,12 +64,14 @@ def create_api_app(
     """The external scheduler API of one cluster.
 
     With ``kube_config``, the lifespan opens a Kubernetes client and keeps the cache following the cluster;
-    otherwise reads answer from ``cache`` as the caller fills it and writes go to ``kube`` (tests).
+    otherwise reads answer from ``cache`` and ``run_store`` as the caller fills them and writes go to ``kube``
+    (tests).
     ``closing``: what to await when the app shuts down, on its event loop (e.g. the authenticator's client).
     ``testbed_stream``: the process's Testbed stream, which the process runs; the cache is told Testbeds by it
     instead of following them itself.
     """
     resources = cache or ResourceCache()
+    run_rows = run_store or RunStore()
     elsewhere: tuple[Kind, ...] = ()
     if testbed_stream is not None:
         testbed_stream.tell(resources.testbeds)
@@ -82,12 +88,13 @@ def create_api_app(
         else _closing(broker, closing),
     )
     app.state.cache = resources
+    app.state.runs = run_rows
     app.state.kube = kube
     app.state.namespace = namespace
     app.state.authenticator = authenticator
     app.state.broker = broker
     problems.install(app)
-    for resource in (overview, testbeds, batchjobs, schedulings):
+    for resource in (overview, testbeds, batchjobs, schedulings, runs):
         app.include_router(resource.router)
 
     async def authenticate(token: str | None) -> Principal:
@@ -129,7 +136,11 @@ def _following(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = AsyncClient(config=config, field_manager="esi-api")
         app.state.kube = client
-        async with _closing(broker, [*closing, client.close])(app), following(cache, client, elsewhere=elsewhere):
+        async with (
+            _closing(broker, [*closing, client.close])(app),
+            following(cache, client, elsewhere=elsewhere),
+            streaming([run_stream(app.state.runs)], client),  # the run table, beside the cache
+        ):
             yield
 
     return lifespan

@@ -1,5 +1,6 @@
-"""What a REST route is given: the caller, the namespace it works in, the cache it reads, the client it writes
-with — each an ``Annotated`` alias for a route's parameters, read from the app that serves the request.
+"""What a REST route is given: the caller, the namespace it works in, the cache and the run table it reads, the
+client it writes with — each an ``Annotated`` alias for a route's parameters, read from the app that serves the
+request.
 
 ``create_api_app`` puts what these read on ``app.state``; a test swaps any of them with
 ``app.dependency_overrides``. ``AskedView`` is the ``view`` query parameter: the original's shape unless a
@@ -25,6 +26,7 @@ from starlette.exceptions import HTTPException
 
 from api.auth import Authenticator, Principal, bearer_token
 from api.cache import ResourceCache
+from api.runs import RunStore
 from esi.resources.meta import NAMESPACE_PATTERN
 from esi.wire.rest import View
 
@@ -36,6 +38,7 @@ __all__ = [
     "CheckedFirst",
     "Kube",
     "Namespace",
+    "Runs",
     "bearer",
     "may",
     "may_cluster_wide",
@@ -47,6 +50,11 @@ bearer = HTTPBearer(auto_error=False, description="A Kubernetes token (in a clus
 async def _cache(request: Request) -> ResourceCache:
     cache: ResourceCache = request.app.state.cache
     return cache
+
+
+async def _runs(request: Request) -> RunStore:
+    runs: RunStore = request.app.state.runs
+    return runs
 
 
 async def _kube(request: Request) -> AsyncClient:
@@ -86,6 +94,7 @@ async def _view(
 
 
 Cache = Annotated[ResourceCache, Depends(_cache)]
+Runs = Annotated[RunStore, Depends(_runs)]
 Kube = Annotated[AsyncClient, Depends(_kube)]
 Auth = Annotated[Authenticator, Depends(_authenticator)]
 Namespace = Annotated[str, Depends(_namespace)]

@@ -15,7 +15,7 @@ import random
 import sys
 import time
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from esi.resources.batchjob import RunOutcome
@@ -83,9 +83,9 @@ def synthetic_runs(count: int, seed: int = 1, scheduling: str = "profiling") -> 
                     slots=(slot,),
                     nodes=(f"node-{node + 1}",),
                     recorded_neighbours=(partner,) if partner else (),
-                    submitted=T0 + timedelta(seconds=submitted),
-                    start=T0 + timedelta(seconds=start),
-                    end=T0 + timedelta(seconds=start + runtime),
+                    submitted_s=T0.timestamp() + submitted,
+                    start_s=T0.timestamp() + start,
+                    ended_s=T0.timestamp() + start + runtime,
                     outcome=RunOutcome.FAILED if failed else RunOutcome.SUCCEEDED,
                     reason="executor lost" if failed else None,
                     incomplete=None,

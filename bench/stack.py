@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from lightkube import Client, KubeConfig
@@ -29,7 +30,7 @@ from infra.stacks import processes
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
 from sim.crds import application_crds
 
-__all__ = ["Stack", "local_stack"]
+__all__ = ["Stack", "install", "local_stack"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,13 @@ def _live(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def install(cluster: LocalCluster, items: Sequence[dict[str, Any]]) -> None:
+    """Applies ``items`` (CRDs among them) to ``cluster`` and waits until its CRDs are established."""
+    body = json.dumps({"kind": "List", "apiVersion": "v1", "items": list(items)})
+    cluster.kubectl("apply", "--server-side", "-f", "-", input_text=body)
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
 
 
 @contextlib.contextmanager
@@ -70,15 +78,7 @@ def local_stack(
     try:
         started = time.monotonic()
         cluster.create()
-        items = [crd(d) for d in DEFINITIONS] + application_crds() + priority_classes()
-        cluster.kubectl(
-            "apply",
-            "--server-side",
-            "-f",
-            "-",
-            input_text=json.dumps({"kind": "List", "apiVersion": "v1", "items": items}),
-        )
-        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        install(cluster, [crd(d) for d in DEFINITIONS] + application_crds() + priority_classes())
         cluster.add_nodes(nodes, timeout=600)
         print(f"cluster with {len(nodes)} nodes ready in {time.monotonic() - started:.1f}s", flush=True)
 

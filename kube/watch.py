@@ -6,6 +6,8 @@ never gives up and never lets an error out; it ends only when cancelled.
 
 ``Stream`` is ``follow`` for one kind cluster-wide with any number of consumers: a process that needs the
 same kind in two places (the API's cache and the extender's index both read Testbeds) watches it once.
+``PiecewiseStream`` tells each listed object as its chunk arrives, for kinds too many to hold twice (the API's
+100,000 Runs a namespace): a list never sits whole in memory.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, Protocol
 
 from lightkube import ALL_NS, ApiError, AsyncClient
@@ -22,7 +25,7 @@ from lightkube.generic_resource import GenericNamespacedResource
 from kube.errors import Refusal, refusal
 from kube.resources import plain
 
-__all__ = ["LIST_CHUNK", "Consumer", "Stream", "follow", "streaming"]
+__all__ = ["LIST_CHUNK", "Consumer", "PiecewiseConsumer", "PiecewiseStream", "Stream", "follow", "streaming"]
 
 LIST_CHUNK: Final = 500
 
@@ -108,16 +111,19 @@ class Stream:
         if self._listed and self._seen is not None:
             consumer.listed(list(self._seen.values()))
 
+    async def _relist(self, client: AsyncClient) -> str:
+        listing = client.list(self._resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+        objects = [plain(item) async for item in listing]
+        if self._seen is not None:
+            self._seen = {_key(obj): obj for obj in objects}
+        self._listed = True
+        for consumer in self._consumers:
+            consumer.listed(objects)
+        return listing.resourceVersion
+
     async def run(self, client: AsyncClient, *, min_backoff: float = 0.5, max_backoff: float = 30.0) -> None:
         async def relist() -> str:
-            listing = client.list(self._resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
-            objects = [plain(item) async for item in listing]
-            if self._seen is not None:
-                self._seen = {_key(obj): obj for obj in objects}
-            self._listed = True
-            for consumer in self._consumers:
-                consumer.listed(objects)
-            return listing.resourceVersion
+            return await self._relist(client)
 
         async def watch(version: str) -> None:
             item: GenericNamespacedResource
@@ -137,6 +143,39 @@ class Stream:
                 consumer.deleted(obj)
             else:
                 consumer.observed(obj)
+
+
+class PiecewiseConsumer(Consumer, Protocol):
+    """A consumer told a list object by object (``observed``), then which objects it held."""
+
+    def relisted(self, keys: AbstractSet[tuple[str, str]]) -> None:
+        """The list just told is complete: what is not among ``keys`` (namespace, name) is gone."""
+
+
+class PiecewiseStream(Stream):
+    """A ``Stream`` whose list reaches its consumers one object at a time, as the chunks of the list arrive;
+    not joinable."""
+
+    def __init__(self, what: str, resource: type[GenericNamespacedResource]) -> None:
+        super().__init__(what, resource)
+        self._piecewise: list[PiecewiseConsumer] = []
+
+    def tell(self, consumer: PiecewiseConsumer) -> None:  # type: ignore[override]  # needs the narrower consumer
+        super().tell(consumer)
+        self._piecewise.append(consumer)
+
+    async def _relist(self, client: AsyncClient) -> str:
+        listing = client.list(self._resource, namespace=ALL_NS, chunk_size=LIST_CHUNK)
+        keys: set[tuple[str, str]] = set()
+        async for item in listing:
+            obj = plain(item)
+            keys.add(_key(obj))
+            for consumer in self._piecewise:
+                consumer.observed(obj)
+        self._listed = True
+        for consumer in self._piecewise:
+            consumer.relisted(keys)
+        return listing.resourceVersion
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

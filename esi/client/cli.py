@@ -12,22 +12,24 @@ an ``httpx.MockTransport`` and a fake STOMP subscriber where the network would b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TextIO, get_args
+from typing import Annotated, Any, BinaryIO, TextIO, get_args
 
 import httpx
 import typer
 import yaml
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 from rich.console import Console, Group, RenderableType
+from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
@@ -41,16 +43,17 @@ from esi.client.api_client import (
     Forbidden,
     Kind,
     NotFound,
+    RunFilter,
     Subscriber,
     Unauthorized,
     topic,
 )
-from esi.resources.batchjob import BatchJobState
+from esi.resources.batchjob import BatchJobState, RunOutcome
 from esi.resources.meta import Condition, ConditionStatus
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState
 from esi.resources.testbed import SlotState, TestbedState
 from esi.results.metrics import FIGURES, RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
-from esi.results.table import RunEntry
+from esi.results.table import COLUMNS, RunEntry
 from esi.wire.rest import (
     ExternalBatchJob,
     ExternalScheduledEvent,
@@ -852,6 +855,188 @@ def watch(
     raise _fail(f"the esi API at {session.url} closed the STOMP connection")
 
 
+# ---------------------------------------------------------------------------------------------- runs
+
+
+class RunsOutput(StrEnum):
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+    PARQUET = "parquet"
+
+
+ANALYSIS_EXTRA = "pip install 'esi[analysis]'"
+_RUNS_HELP = """Every finished run of the namespace as a table: job, kind, ordinal, attempt, Scheduling, Testbed,
+slots, nodes, the jobs it met on its nodes with the seconds they overlapped, submitted, started, ended, waiting
+and runtime seconds, outcome, reason — one row per Run, in order of start (every column is explained in
+docs/how-to/runs-as-data.md).
+
+-o table (the default) shows the main columns; -o csv writes a header and a line per run (lists joined by ";",
+a co-located job as job=seconds); -o json a JSON array, one run per line (RunEntry's fields, camelCase);
+-o parquet a Parquet file (--output-file; needs pyarrow: pip install 'esi\\[analysis]'): times as
+timestamp\\[us, UTC], seconds as float64, slots and nodes as lists, colocated as a list of {job, seconds}.
+
+Filters of different kinds must all hold; a repeated filter takes any of its values."""
+
+
+def _met(colocated: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{c['job']} {_seconds(c['seconds']) if c['seconds'] is not None else '?'}" for c in colocated)
+
+
+def _run_rows_table(records: Iterable[dict[str, Any]]) -> Table:
+    table = _table(
+        "JOB", "#", "ATTEMPT", "SCHEDULING", "TESTBED", "NODES", "STARTED", "WAITING", "RUNTIME", "OUTCOME", "MET"
+    )
+    for r in records:
+        started = datetime.fromisoformat(r["started"])
+        table.add_row(
+            r["job"],
+            str(r["ordinal"]),
+            str(r["attempt"]),
+            r["scheduling"],
+            r["testbed"],
+            ", ".join(r["nodes"]) or "-",
+            _time(started),
+            _seconds(r["waitingSeconds"]),
+            _seconds(r["runtimeSeconds"]),
+            _state(r["outcome"]),
+            _met(r["colocated"]) or "-",
+        )
+    return table
+
+
+@contextlib.contextmanager
+def _export_progress() -> Iterator[Callable[[int], None]]:
+    """``advance(rows)`` after each page: a line on stderr counting pages and runs while it is a terminal."""
+    console = _stderr()
+    if not console.is_terminal:
+        yield lambda _: None
+        return
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console, transient=True) as progress:
+        task = progress.add_task("runs: 0 (0 pages)")
+        counts = [0, 0]
+
+        def advance(rows: int) -> None:
+            counts[0] += rows
+            counts[1] += 1
+            progress.update(task, description=f"runs: {counts[0]:,} ({counts[1]} pages)")
+
+        yield advance
+
+
+def _parquet(pages: Iterable[list[dict[str, Any]]], path: Path) -> int:
+    """The runs into a Parquet file at ``path``; how many there were."""
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped]  # noqa: PLC0415 (the analysis extra, only for this)
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]  # noqa: PLC0415
+    except ImportError as err:
+        raise _fail(f"-o parquet needs pyarrow: {ANALYSIS_EXTRA}") from err
+    moments = ("submitted", "started", "ended")
+    types: dict[str, Any] = {
+        "ordinal": pa.int64(),
+        "attempt": pa.int64(),
+        "slots": pa.list_(pa.int64()),
+        "nodes": pa.list_(pa.string()),
+        "colocated": pa.list_(pa.struct([("job", pa.string()), ("seconds", pa.float64())])),
+        "waitingSeconds": pa.float64(),
+        "runtimeSeconds": pa.float64(),
+    }
+    read = pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
+    written = pa.schema([(c, pa.timestamp("us", "UTC") if c in moments else read.field(c).type) for c in COLUMNS])
+    count = 0
+    with pq.ParquetWriter(path, written) as writer:
+        for records in pages:
+            table = pa.Table.from_pylist(records, schema=read)
+            writer.write_table(table.cast(written))
+            count += len(records)
+    return count
+
+
+@app.command("runs", help=_RUNS_HELP)
+def show_runs(  # noqa: PLR0917 (typer passes what the command declares)
+    ctx: typer.Context,
+    job: Annotated[list[str] | None, typer.Option("--job", "-j", help="Runs of this BatchJob.")] = None,
+    scheduling: Annotated[list[str] | None, typer.Option("--scheduling", help="Runs in this Scheduling.")] = None,
+    testbed: Annotated[list[str] | None, typer.Option("--testbed", help="Runs on this Testbed.")] = None,
+    outcome: Annotated[
+        list[RunOutcome] | None, typer.Option("--outcome", help="Runs that ended so.", case_sensitive=False)
+    ] = None,
+    selector: Annotated[
+        str | None,
+        typer.Option("--selector", "-l", help="Label selector, as kubectl -l: key=value,key!=value,key,!key."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Runs that ended at or after this moment (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option(help="Runs that started before this moment (ISO 8601).")] = None,
+    output_file: Annotated[
+        Path | None, typer.Option("--output-file", help="Write csv, json or parquet here instead of stdout.")
+    ] = None,
+    namespace: NamespaceOption = None,
+    output: Annotated[
+        RunsOutput | None, typer.Option("--output", "-o", help="table, csv, json or parquet.", show_default=False)
+    ] = None,
+) -> None:
+    session = _session(ctx, namespace, None)
+    chosen = output or {Output.TABLE: RunsOutput.TABLE, Output.JSON: RunsOutput.JSON}.get(session.output)
+    if chosen is None:
+        raise _fail("esi runs writes -o table, csv, json or parquet")
+    if chosen is RunsOutput.PARQUET and output_file is None:
+        raise _fail("-o parquet writes a file: name it with --output-file")
+    if chosen is RunsOutput.TABLE and output_file is not None:
+        raise _fail("--output-file takes csv, json or parquet (-o)")
+    runs = RunFilter(
+        job=job or (),
+        scheduling=scheduling or (),
+        testbed=testbed or (),
+        outcome=outcome or (),
+        selector=selector,
+        since=_moment(since, "--since"),
+        until=_moment(until, "--until"),
+    )
+    with session.client() as client, _export_progress() as advance:
+        if chosen is RunsOutput.PARQUET:
+            assert output_file is not None
+
+            def pages() -> Iterator[list[dict[str, Any]]]:
+                for records in client.run_records(runs):
+                    advance(len(records))
+                    yield records
+
+            count = _parquet(pages(), output_file)
+            _stderr().print(Text(f"{count:,} runs written to {output_file}", style="green"))
+        elif chosen is RunsOutput.TABLE:
+            records = [r for page in client.run_records(runs) for r in page]
+            _stdout().print(_or_none(_run_rows_table(records), "runs"))
+        else:
+            with _binary_output(output_file) as out:
+                if chosen is RunsOutput.CSV:
+                    for text in client.runs_csv(runs):
+                        out.write(text)
+                        advance(text.count(b"\n"))
+                else:
+                    _json_lines_array(client.run_records(runs), out, advance)
+
+
+@contextlib.contextmanager
+def _binary_output(path: Path | None) -> Iterator[BinaryIO]:
+    if path is None:
+        yield typer.get_binary_stream("stdout")
+        return
+    with path.open("wb") as file:
+        yield file
+
+
+def _json_lines_array(pages: Iterable[list[dict[str, Any]]], out: BinaryIO, advance: Callable[[int], None]) -> None:
+    """A JSON array, one run a line, written page by page."""
+    out.write(b"[")
+    separator = b"\n"
+    for records in pages:
+        for record in records:
+            out.write(separator + to_json(record))
+            separator = b",\n"
+        advance(len(records))
+    out.write(b"\n]\n")
+
+
 # ---------------------------------------------------------------------------------------------- report
 
 
@@ -925,17 +1110,14 @@ class RunSelection:
 
 def _api_runs(client: EsiClient, selection: RunSelection, selector: str | None) -> list[RunEntry]:
     """The runs ``selection`` and ``selector`` select, from the API's run table (GET /external/runs)."""
-    found: list[RunEntry] = []
-    each: list[str | None] = [*sorted(selection.schedulings)] or [None]
-    for scheduling in each:
-        found += client.runs(  # type: ignore[attr-defined]  # EsiClient.runs comes with branch i45-runs-export
-            scheduling=scheduling,
-            testbed=selection.testbed,
-            selector=selector,
-            since=selection.since,
-            until=selection.until,
-        )
-    return found
+    asked = RunFilter(
+        scheduling=sorted(selection.schedulings),
+        testbed=[selection.testbed] if selection.testbed is not None else [],
+        selector=selector,
+        since=selection.since,
+        until=selection.until,
+    )
+    return list(client.runs(asked))
 
 
 def _layout(client: EsiClient, entries: Iterable[RunEntry]) -> dict[SlotKey, SlotPlace]:

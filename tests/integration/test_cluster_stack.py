@@ -195,8 +195,16 @@ def _check_api_runs_with_its_permissions(kubeconfig: Path, token: str, namespace
     app = create_api_app(KubernetesAuth(reviews), namespace=namespace, kube_config=config, closing=[reviews.close])
     with serve_in_thread(app, lifespan="on") as url, httpx.Client(base_url=url, timeout=10) as http:
         wait_for("the API, as esi-api, to list what it serves", lambda: http.get("/readyz").status_code == 200)
-        answer = http.get("/external/testbeds", headers={"Authorization": f"Bearer {token}"})
+        caller = {"Authorization": f"Bearer {token}"}
+        answer = http.get("/external/testbeds", headers=caller)
+
+        def run_table() -> Any:  # the run table follows the Runs by a watch of its own: 503 until listed
+            page = http.get("/external/runs", headers=caller)
+            return page.json() if page.status_code == 200 else None
+
+        runs = wait_for("the API's run table", run_table)
     assert answer.status_code == 200, answer.text
+    assert set(runs) == {"items", "continue"}
 
 
 def _check_scheduler_runs_with_its_permissions(

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -34,6 +33,7 @@ from tests import builders, virtual_time
 from tests.builders import filter_args, status_slot, stored
 from tests.cancellation import assert_caller_stays_cancelled
 from tests.manifests import testbed_manifest
+from tests.unit.fake_cluster import FakeCluster
 
 # Testbed tb on n0/n1: slot 0 free, slot 1 reserved for job j, both still held by their ghosts.
 STATUS = {"state": "InUse", "slots": [status_slot(0, 0, pod="g-0"), status_slot(1, 1, "Reserved", job="j", pod="g-1")]}
@@ -342,50 +342,6 @@ def test_a_relist_keeps_executors_that_still_run() -> None:
 
 def served_testbed(name: str, status: dict[str, Any] | None = STATUS) -> Any:
     return TestbedResource(metadata=ObjectMeta(name=name, namespace="ns"), spec={}, status=status)
-
-
-Listing = tuple[list[Any], str] | Exception
-Watching = list[tuple[str, Any]] | Exception
-
-
-class FakeListing:
-    def __init__(self, items: list[Any], version: str) -> None:
-        self.items, self.resourceVersion = items, version
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        for item in self.items:
-            yield item
-
-
-class FakeCluster:
-    """Scripted answers per kind: each list takes the next listing (the last one repeats); each watch takes
-    the next batch of events, ending with an exception or else staying open. Calls are recorded."""
-
-    def __init__(self, lists: dict[type, list[Listing]], watches: dict[type, list[Watching]]) -> None:
-        self._lists = {kind: deque(script) for kind, script in lists.items()}
-        self._watches = {kind: deque(script) for kind, script in watches.items()}
-        self.calls: list[tuple[str, str, str | None]] = []
-
-    def list(self, kind: type, **_: Any) -> FakeListing:
-        self.calls.append(("list", kind.__name__, None))
-        script = self._lists[kind]
-        listing = script.popleft() if len(script) > 1 else script[0]
-        if isinstance(listing, Exception):
-            raise listing
-        return FakeListing(*listing)
-
-    async def watch(self, kind: type, *, resource_version: str, **_: Any) -> AsyncIterator[tuple[str, Any]]:
-        self.calls.append(("watch", kind.__name__, resource_version))
-        script = self._watches[kind]
-        events = script.popleft() if script else []
-        if isinstance(events, Exception):
-            raise events
-        for event in events:
-            yield event
-        await asyncio.Event().wait()  # open until cancelled
-
-    def count(self, verb: str, kind: str) -> int:
-        return sum(1 for v, k, _ in self.calls if (v, k) == (verb, kind))
 
 
 def feed_until(cluster: FakeCluster, index: SlotIndex, done: Callable[[], bool]) -> None:

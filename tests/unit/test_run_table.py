@@ -14,10 +14,14 @@ from esi.resources.run import Run, RunKind
 from esi.results.table import (
     COLUMNS,
     Colocation,
+    RenderedRuns,
     RunEntry,
     RunQuery,
     RunRow,
     RunTable,
+    continue_token,
+    continued,
+    label_selector,
     run_columns,
     run_entry,
     run_row,
@@ -50,9 +54,9 @@ def row(
         slots=(0,),
         nodes=nodes,
         recorded_neighbours=recorded,
-        submitted=T0 + timedelta(seconds=start - 2),
-        start=T0 + timedelta(seconds=start),
-        end=T0 + timedelta(seconds=end) if end is not None else None,
+        submitted_s=T0.timestamp() + start - 2,
+        start_s=T0.timestamp() + start,
+        ended_s=T0.timestamp() + end if end is not None else None,
         outcome=outcome,
         reason=None,
         incomplete=None,
@@ -185,7 +189,7 @@ def test_a_query_selects_by_job_scheduling_testbed_outcome_label_and_time() -> N
     assert names(RunQuery(namespace="team-a", jobs=frozenset({"pi"}))) == ["pi-0", "pi-30"]
     assert names(RunQuery(schedulings=frozenset({"s2"}))) == ["wc-5"]
     assert names(RunQuery(outcomes=frozenset({RunOutcome.FAILED}))) == ["pi-30"]
-    assert names(RunQuery(labels={"esi.tu-berlin.de/job": "wc"})) == ["wc-5"]
+    assert names(RunQuery(labels=label_selector("esi.tu-berlin.de/job=wc"))) == ["wc-5"]
     assert names(RunQuery(since=T0 + timedelta(seconds=15), until=T0 + timedelta(seconds=50))) == ["wc-5", "pi-30"]
     assert names(RunQuery(namespace="team-c")) == []
 
@@ -227,3 +231,60 @@ def test_the_table_iterates_in_order_and_forgets_removed_rows(n: int) -> None:
     assert [r.name for r in table] == [r.name for r in sorted(rows[1::2], key=lambda r: r.start_s)]
     assert len(table) == len(rows[1::2])
     assert list(itertools.chain.from_iterable(r.nodes for r in table)) == ["n1"] * len(table)
+
+
+@pytest.mark.parametrize(
+    ("selector", "selected"),
+    [
+        ("tier=gold", ["gold"]),
+        ("tier==gold", ["gold"]),
+        ("tier!=gold", ["silver", "none"]),
+        ("tier", ["gold", "silver"]),
+        ("!tier", ["none"]),
+        ("tier in (gold, silver)", ["gold", "silver"]),
+        ("tier notin (gold)", ["silver", "none"]),
+        ("tier, app=x", ["gold", "silver"]),
+        (" tier = silver , app ", ["silver"]),
+        ("", ["gold", "silver", "none"]),
+    ],
+)
+def test_a_label_selector_reads_as_kubectl_reads_it(selector: str, selected: list[str]) -> None:
+    labelled = {"gold": {"tier": "gold", "app": "x"}, "silver": {"tier": "silver", "app": "x"}, "none": {}}
+    requirements = label_selector(selector)
+
+    assert [name for name, labels in labelled.items() if all(r.matches(labels) for r in requirements)] == selected
+
+
+@pytest.mark.parametrize("selector", ["=gold", "tier=gold,", "tier in gold", "tier in (gold", "(", "a=b=c"])
+def test_a_selector_it_cannot_read_is_refused_with_where(selector: str) -> None:
+    with pytest.raises(ValueError, match="label selector"):
+        label_selector(selector)
+
+
+def test_a_continue_token_carries_the_cursor_and_nothing_else_reads_as_one() -> None:
+    cursor = (T0.timestamp() + 0.123456, "team-a", "pi-0a1b2c3d-7")
+
+    assert continued(continue_token(cursor)) == cursor
+    for bad in ("", "nope", continue_token((1.0, "a", "b"))[:-2], "W1siYSJdXQ"):
+        with pytest.raises(ValueError, match="continue token"):
+            continued(bad)
+
+
+def test_rendered_rows_follow_their_neighbours() -> None:
+    rendered = RenderedRuns()
+    pi = row("pi", 0, 100)
+    rendered.put(pi)
+    rendered.put(row("far", 0, 100, ("n9",)))
+    before = (rendered.json(pi), rendered.csv(pi))
+
+    rendered.put(row("wc", 50, 150))  # meets pi: pi's co-locations change
+    met = (rendered.json(pi), rendered.csv(pi))
+    rendered.put(row("far2", 0, 100, ("n9",)))  # elsewhere: pi's stay
+    rendered.remove("team-a", "wc-50")
+    after = (rendered.json(pi), rendered.csv(pi))
+
+    assert b'"colocated":[]' in before[0]
+    assert b'"colocated":[{"job":"wc","seconds":50.0}]' in met[0]
+    assert b"wc=50.0" in met[1]
+    assert after == before
+    assert met[1].decode().count(",") == len(COLUMNS) - 1
