@@ -38,9 +38,11 @@ from pydantic import ValidationError
 from esi.decisions.layout import NodeLabels, layout_slots
 from esi.decisions.scheduling_lifecycle import TestbedView, spec_problems
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
+from esi.resources.batchjob import BatchJobSpec
 from esi.resources.meta import GROUP
 from esi.resources.quantity import Quantity, QuantityError, parse_quantity
 from esi.resources.scheduling import SchedulingSpec, testbed_field
+from esi.wire.rest import field_problems
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
@@ -53,6 +55,7 @@ __all__ = [
     "Stack",
     "StackRule",
     "Violation",
+    "batchjob_can_run",
     "distinct_node_labels",
     "ghost_below_executor",
     "kube_object",
@@ -493,6 +496,20 @@ def scheduler_scores_every_node(obj: KubeObject) -> list[Violation]:
     return found
 
 
+def batchjob_can_run(obj: KubeObject) -> list[Violation]:
+    """9. A BatchJob is one esi's model accepts, by the rules the CRD's CEL rules enforce too (a Spark driver's
+    and a Flink JobManager's ServiceAccount, one application, the original's Flink fields esi refuses …): one
+    that could never run is refused before it is sent, at the field and saying what to write. A spec holding
+    a value Pulumi does not know yet is left to the update's own check."""
+    if not obj.is_esi("BatchJob") or _holds_unknowns(obj.spec):
+        return []
+    try:
+        BatchJobSpec.model_validate(obj.spec)
+    except ValidationError as err:
+        return [_violation(obj, p.field, p.problem) for p in field_problems(err, prefix="spec.")]
+    return []
+
+
 STACK_RULES: Final = (
     StackRule(
         "scheduling-testbed-exists", "A Scheduling names a Testbed declared in this stack.", scheduling_testbed_exists
@@ -527,6 +544,11 @@ STACK_RULES: Final = (
 
 RESOURCE_RULES: Final = (
     ResourceRule(
+        "batchjob-can-run",
+        "A BatchJob is one esi accepts: its driver or JobManager names a ServiceAccount, and nothing esi refuses.",
+        batchjob_can_run,
+    ),
+    ResourceRule(
         "scheduling-slots-distinct",
         "A Scheduling lists every slot at most once (one executor per slot).",
         scheduling_slots_distinct,
@@ -548,6 +570,14 @@ def _violation(subject: KubeObject, path: str, what: str) -> Violation:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _holds_unknowns(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_holds_unknowns(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_unknowns(v) for v in value)
+    return value is None
 
 
 def _sequence(value: Any) -> Sequence[Any]:

@@ -23,8 +23,9 @@ values give way:
 The application itself names its job, Testbed and attempt in annotations, not labels: the Spark operator
 copies an application's labels onto all its pods (docs/design.md#applications-and-their-pods). Drivers and
 JobManagers are scheduled normally and are left as the user wrote them: the executor priority class goes on
-executors only (docs/compatibility.md#applications). A Spark driver must name its ServiceAccount, which esi
-does not create (docs/design.md#spark-drivers-account). Everything else the user wrote is kept unchanged.
+executors only (docs/compatibility.md#applications). A driver's or JobManager's ServiceAccount, which esi does
+not create, is required by the BatchJob's model (docs/design.md#spark-drivers-account). Everything else the
+user wrote is kept unchanged.
 
 ``application_view`` reads an application and its pods back into the ``ApplicationView`` that
 ``decide_batchjob`` works on. The functions are pure: they copy, never change their input, and raise
@@ -409,7 +410,6 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     an operator restart would run again in slots that may no longer be reserved for the job.
     """
     _refuse_spark_extras(spec)
-    _require_driver_account(spec)
     if spec.get("batchScheduler"):
         raise ApplicationError(
             f"spec.sparkSpec.batchScheduler is {spec['batchScheduler']!r}: esi's scheduler places the executors, "
@@ -508,22 +508,6 @@ def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
             f"spec.sparkSpec.sparkVersion is {version!r}: esi places executors through a pod template, which "
             "Spark reads from 3.0 on; use Spark 3 or later"
         )
-
-
-def _require_driver_account(spec: Mapping[str, Any]) -> None:
-    """Raise ``ApplicationError`` unless the driver names its ServiceAccount (docs/design.md#spark-drivers-account).
-
-    A Spark driver creates its executors through the API server; the namespace's ``default`` account may not,
-    and esi grants no rights: the namespace's owner names an account that may.
-    """
-    conf_key = "spark.kubernetes.authenticate.driver.serviceAccountName"
-    if (spec.get("driver") or {}).get("serviceAccount") or (spec.get("sparkConf") or {}).get(conf_key):
-        return
-    raise ApplicationError(
-        "spec.sparkSpec.driver.serviceAccount is not set: the Spark driver creates its executors (pods, and the "
-        "services, config maps and persistent volume claims that go with them), which the namespace's default "
-        "ServiceAccount may not; name one bound to a Role that may (docs/design.md#spark-drivers-account)"
-    )
 
 
 def _flink_spec(

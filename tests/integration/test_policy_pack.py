@@ -57,7 +57,8 @@ esi(
     {"nodeLabel": config.require("label"), "slotsPerNode": 4, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},
 )
 for job in ("wordcount", "pagerank"):
-    esi("BatchJob", job, {"sparkSpec": {"type": "Scala", "mainApplicationFile": f"local:///opt/{job}.jar"}})
+    spark = {"type": "Scala", "mainApplicationFile": f"local:///opt/{job}.jar", "driver": {"serviceAccount": "spark"}}
+    esi("BatchJob", job, {"sparkSpec": spark})
 esi("Scheduling", "nightly", {"testbed": {"name": "tb"}, "slotBased": {"jobs": json.loads(config.require("jobs"))}})
 """
 

@@ -315,11 +315,6 @@ def test_an_executor_template_with_only_cpu_memory_and_storage_for_its_container
     assert executor["template"]["spec"]["containers"] == template["spec"]["containers"]  # Spark sets cpu, memory
 
 
-def test_a_spark_driver_without_a_service_account_is_refused_naming_the_field() -> None:
-    with pytest.raises(ApplicationError, match=re.escape("spec.sparkSpec.driver.serviceAccount is not set")):
-        build(spark_job(driver={"cores": 1}))
-
-
 def test_a_spark_driver_may_name_its_service_account_in_the_spark_conf_too() -> None:
     conf = {"spark.kubernetes.authenticate.driver.serviceAccountName": "spark"}
 

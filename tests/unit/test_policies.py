@@ -53,7 +53,9 @@ def make_testbed(
 
 
 def batchjob(name: str, namespace: str = "demo") -> Manifest:
-    spec = {"sparkSpec": {"type": "Scala", "mainApplicationFile": "local:///job.jar"}}
+    spec = {
+        "sparkSpec": {"type": "Scala", "mainApplicationFile": "local:///job.jar", "driver": {"serviceAccount": "spark"}}
+    }
     return {
         "apiVersion": GROUP_VERSION,
         "kind": "BatchJob",
@@ -680,3 +682,26 @@ def test_a_resource_policy_checks_the_resources_inputs() -> None:
     assert reported == [
         "Scheduling team-a/nightly: spec.slotBased.jobs[1].slotIds: slot 3 is also listed for jobs[0] (wordcount)"
     ]
+
+
+# --- 9. a BatchJob can run --------------------------------------------------------------------------------
+
+
+def test_a_batchjob_whose_driver_has_no_account_is_refused_at_the_field() -> None:
+    manifest = batchjob("wordcount")
+    del manifest["spec"]["sparkSpec"]["driver"]
+
+    found = [str(v) for v in rules.batchjob_can_run(obj(manifest))]
+
+    assert len(found) == 1
+    assert found[0].startswith(
+        "BatchJob demo/wordcount: spec.sparkSpec.driver.serviceAccount: set driver.serviceAccount"
+    )
+
+
+def test_a_batchjob_with_a_value_pulumi_does_not_know_yet_is_left_to_the_update() -> None:
+    manifest = batchjob("wordcount")
+    manifest["spec"]["sparkSpec"]["driver"] = {"serviceAccount": None}
+
+    assert rules.batchjob_can_run(obj(manifest)) == []
+    assert rules.batchjob_can_run(obj(batchjob("wordcount"))) == []
