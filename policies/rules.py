@@ -37,11 +37,13 @@ from pydantic import ValidationError
 
 from esi.decisions.layout import NodeLabels, layout_slots
 from esi.decisions.scheduling_lifecycle import TestbedView, spec_problems
+from esi.objects.applications import run_problem
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
-from esi.resources.batchjob import BatchJobSpec
+from esi.resources.batchjob import BatchJob, BatchJobSpec
 from esi.resources.meta import GROUP
 from esi.resources.quantity import Quantity, QuantityError, parse_quantity
 from esi.resources.scheduling import SchedulingSpec, testbed_field
+from esi.resources.testbed import TestbedSpec
 from esi.wire.rest import field_problems
 
 __all__ = [
@@ -294,7 +296,9 @@ def scheduling_jobs_exist(stack: Stack) -> list[Violation]:
 def scheduling_slots_exist(stack: Stack) -> list[Violation]:
     """3. A Scheduling can be placed on its Testbed: what esi would fail it for, by the decision the Scheduling
     reconciler and the API make (``esi.decisions.scheduling_lifecycle.spec_problems``): its slot ids exist, no
-    job needs more slots than there are, no queued job waits forever, and it names nothing of another namespace.
+    job needs more slots than there are, no queued job waits forever, it names nothing of another namespace, and
+    every job of the stack it names could run in the Testbed's slots (e.g. a Flink TaskManager can start in
+    their memory).
 
     The Testbed's slots are ``slotsPerNode`` on every node of the stack carrying its label (``esi.decisions.layout``);
     with no such node known, the slots are not checked here (``unchecked_testbeds`` says so). A spec esi's models
@@ -311,8 +315,34 @@ def scheduling_slots_exist(stack: Stack) -> list[Violation]:
         slots = _testbed_slots(stack, testbed) if testbed is not None else frozenset()
         view = TestbedView(slots, frozenset()) if slots else None  # what it decides by: the slot ids
         where = f" on Testbed {_ref_text(_key_ref(testbed))}" if testbed is not None and slots else ""
-        for problem in spec_problems(spec, view, scheduling.key.namespace or ""):
+        unrunnable = _unrunnable(stack, scheduling, testbed) if testbed is not None else {}
+        for problem in spec_problems(spec, view, scheduling.key.namespace or "", unrunnable):
             found.append(Violation(scheduling.key, f"{scheduling.key}{where}: {problem}"))
+    return found
+
+
+def _unrunnable(stack: Stack, scheduling: KubeObject, testbed: KubeObject) -> dict[str, str]:
+    """Why no run of each BatchJob of the stack the Scheduling names could start in its Testbed's slots
+    (``esi.objects.applications.run_problem``), for those that could not; a Testbed or job esi's models refuse,
+    or one holding values Pulumi does not know yet, is not judged here."""
+    try:
+        size = None if _holds_unknowns(testbed.spec) else TestbedSpec.model_validate(testbed.spec)
+    except ValidationError:
+        size = None
+    if size is None:
+        return {}
+    found = {}
+    named = {ref for _, ref in _job_references(scheduling) if ref[0] == (scheduling.key.namespace or "")}
+    for obj in stack.objects:
+        if not obj.is_esi("BatchJob") or _key_ref(obj) not in named or _holds_unknowns(obj.spec):
+            continue
+        try:
+            job = BatchJob.model_validate({"metadata": {"name": obj.key.name}, "spec": obj.spec})
+        except ValidationError:
+            continue  # refused as it is (batchjob-can-run)
+        why = run_problem(job, testbed.key.name, size)
+        if why is not None:
+            found[obj.key.name] = why
     return found
 
 
@@ -520,7 +550,7 @@ STACK_RULES: Final = (
     StackRule(
         "scheduling-slots-exist",
         "A Scheduling can be placed on its Testbed as esi places it: its slot ids exist, no job needs more slots "
-        "than the Testbed has or waits forever.",
+        "than the Testbed has or waits forever, and each of its jobs could run in the Testbed's slots.",
         scheduling_slots_exist,
     ),
     StackRule(

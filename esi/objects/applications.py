@@ -625,15 +625,16 @@ def _flink_memory(
     try:
         settings = dict(fitted_task_manager(task_manager_mib * _MIB, conf).settings)
     except MemoryConfigError as err:
-        try:
-            smallest = f"slots of at least {smallest_task_manager(conf) // _MIB} MiB"
-        except MemoryConfigError:
-            smallest = "larger slots"
         own = ", ".join(f'{where}["{key}"] ({value!r})' for key, value in user_memory_settings(conf).items())
-        remedy = f"; or lower or leave out {own}, which esi keeps as written" if own else ""
+        lower = f"lower or leave out {own}, which esi keeps as written" if own else ""
+        try:
+            remedy = f"a Testbed for this job needs slots of at least {smallest_task_manager(conf) // _MIB} MiB"
+            remedy += f"; or {lower}" if lower else ""
+        except MemoryConfigError:
+            remedy = f"no slot is large enough: {lower}" if lower else "no slot is large enough"
         raise ApplicationError(
             f"BatchJob {job}: resourcesPerSlot.memory of testbed {testbed} is {task_manager_mib} MiB, and {err}; "
-            f"a Testbed for this job needs {smallest}{remedy}"
+            + remedy
         ) from err
     memory = (job_manager.get("resource") or {}).get("memory", _FLINK_JOB_MANAGER_RESOURCE["memory"])
     try:

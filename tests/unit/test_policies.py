@@ -64,6 +64,13 @@ def batchjob(name: str, namespace: str = "demo") -> Manifest:
     }
 
 
+def greedy_flink_job(name: str) -> Manifest:
+    """A Flink BatchJob whose own managed memory leaves a TaskManager of 1 GiB (``make_testbed``'s slots) no heap."""
+    conf = {"taskmanager.memory.managed.fraction": "0.9"}
+    flink = {"job": {"jarURI": "local:///job.jar"}, "serviceAccount": "flink", "flinkConfiguration": conf}
+    return batchjob(name) | {"spec": {"flinkSpec": flink}}
+
+
 def scheduling(
     *,
     queue: Sequence[str | dict[str, str]] | None = None,
@@ -390,6 +397,20 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
             (make_testbed(), batchjob("wordcount"), scheduling(slots={"wordcount": [99]})),
             [],
             id="no node known: not checked here",
+        ),
+        pytest.param(
+            (*GOOD, greedy_flink_job("wordcount"), scheduling(queue=["wordcount", "pagerank"])),
+            [
+                "Scheduling demo/nightly on Testbed demo/tb: job wordcount can never run in testbed tb's slots: "
+                "BatchJob wordcount: resourcesPerSlot.memory of testbed tb is 1024 MiB, and a TaskManager of 1024 MiB "
+                "cannot start: of its Flink memory (576 MiB, after JVM metaspace and overhead), framework heap "
+                "128 MiB, framework off-heap 128 MiB, task off-heap 0 MiB, managed 518.4 MiB, network 64 MiB leave "
+                "no task heap; "
+                "no slot is large enough: lower or leave out "
+                "spec.flinkSpec.flinkConfiguration[\"taskmanager.memory.managed.fraction\"] ('0.9'), which esi keeps "
+                "as written"
+            ],
+            id="a job that could never run in the Testbed's slots",
         ),
         pytest.param((*nodes(3), scheduling(slots={"wordcount": [99]})), [], id="no Testbed: rule 1 reports it"),
     ],
