@@ -71,7 +71,12 @@ def _populate(api: httpx.Client, cluster: Any, args: argparse.Namespace) -> None
             }
         )
     for j in range(args.jobs):
-        spark = {"type": "Scala", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar"}
+        spark = {
+            "type": "Scala",
+            "image": "spark:3.5.0",
+            "mainApplicationFile": "local:///x.jar",
+            "driver": {"serviceAccount": "default"},
+        }
         notes = {"profiler": [{f"job-{k}": "40 (3)" for k in range(10)}]}
         items.append(
             {

@@ -11,7 +11,7 @@ Its finalizer lets go of the holds when the Scheduling is deleted; the BatchJobs
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -34,11 +34,13 @@ from esi.decisions.scheduling_lifecycle import (
     waiting_since,
 )
 from esi.decisions.wait_cycles import Held, WaitCycle, wait_cycle
+from esi.objects.applications import run_problem
 from esi.objects.holds import HOLD_KIND_LABEL, HOLDER_UID_LABEL, Hold, HoldKind, hold_manifest, hold_name, read_hold
-from esi.resources.batchjob import BatchJobState
+from esi.resources.batchjob import BatchJob, BatchJobState
 from esi.resources.meta import GROUP, VERSION, state_named, utc_now
 from esi.resources.scheduling import SchedulingSpec, SchedulingStatus
-from esi.resources.testbed import TestbedStatus
+from esi.resources.testbed import TestbedSpec, TestbedStatus
+from esi.wire.rest import field_problems
 from kube.errors import Refusal, ignore, refusal
 from kube.indexes import index
 from kube.resources import SchedulingResource
@@ -91,6 +93,19 @@ def batchjob_states(*, name: str, namespace: str | None, status: kopf.Status, **
     return {(namespace or "", name): view}
 
 
+@index(GROUP, VERSION, "batchjobs")
+def batchjob_specs(
+    *, name: str, namespace: str | None, meta: kopf.Meta, spec: kopf.Spec, **_: Any
+) -> dict[Key, BatchJob | str]:
+    """Each BatchJob as esi's model reads it, or why it does not (its fields at fault): whether its runs could
+    start in a Testbed's slots is judged from it."""
+    try:
+        job: BatchJob | str = BatchJob.model_validate({"metadata": dict(meta), "spec": dict(spec)})
+    except ValidationError as err:
+        job = "; ".join(f"{p.field}: {p.problem}" for p in field_problems(err))
+    return {(namespace or "", name): job}
+
+
 @index(GROUP, VERSION, "schedulings")
 def scheduling_needs(
     *, name: str, namespace: str | None, spec: kopf.Spec, status: kopf.Status, **_: Any
@@ -138,6 +153,7 @@ async def _scheduling_changed(*, namespace: str | None, **_: Any) -> None:
 class _Caches:
     testbeds: kopf.Index[Key, dict[str, Any]]
     jobs: kopf.Index[Key, JobView]
+    specs: kopf.Index[Key, BatchJob | str]
     holds: kopf.Index[HoldKey, Hold]
     needs: kopf.Index[Key, tuple[frozenset[Held], datetime | None]]
 
@@ -145,8 +161,24 @@ class _Caches:
     def of(cls, indexes: Mapping[str, Any]) -> _Caches:
         """The indexes the Scheduling reconciler reads, among those kopf passes a handler."""
         return cls(
-            testbed_tables.of(indexes), batchjob_states.of(indexes), holds.of(indexes), scheduling_needs.of(indexes)
+            testbed_tables.of(indexes),
+            batchjob_states.of(indexes),
+            batchjob_specs.of(indexes),
+            holds.of(indexes),
+            scheduling_needs.of(indexes),
         )
+
+    def unrunnable(self, namespace: str, jobs: Iterable[str], testbed: str, spec: TestbedSpec) -> dict[str, str]:
+        """Why no run of each of ``jobs`` could start in the slots of Testbed ``testbed``, for those that could not."""
+        found = {}
+        for job in jobs:
+            read = first(self.specs.get((namespace, job)))
+            why = (
+                run_problem(read, testbed, spec) if isinstance(read, BatchJob) else read and f"it is not valid: {read}"
+            )
+            if why:
+                found[job] = why
+        return found
 
     def cycle(self, namespace: str, name: str) -> WaitCycle | None:
         """The cycle of waits among the namespace's Schedulings that Scheduling ``name`` is part of."""
@@ -214,15 +246,19 @@ async def _reconcile(
     testbed_name = spec.testbed.name
     raw_testbed = first(caches.testbeds.get((namespace, testbed_name)))
     testbed = None
+    unrunnable: dict[str, str] = {}
     if raw_testbed is not None:
         table = TestbedStatus.model_validate(raw_testbed["status"]) if raw_testbed["status"] else None
         testbed = testbed_view(table, held_by(HoldKind.TESTBED, testbed_name))
+        named = [held for kind, held in needs(spec) if kind == "job"]
+        size = TestbedSpec.model_validate(raw_testbed["spec"])
+        unrunnable = caches.unrunnable(namespace, named, testbed_name, size)
     jobs = {
         job: dataclasses.replace(view, held_by=held_by(HoldKind.BATCHJOB, job))
         for (job_namespace, job), views in caches.jobs.items()
         if job_namespace == namespace and (view := first(views)) is not None
     }
-    observation = SchedulingObservation(testbed, jobs, caches.cycle(namespace, name))
+    observation = SchedulingObservation(testbed, jobs, caches.cycle(namespace, name), unrunnable)
 
     def decide(seen: SchedulingObservation) -> SchedulingDecision:
         generation = body["metadata"].get("generation")

@@ -37,10 +37,14 @@ from pydantic import ValidationError
 
 from esi.decisions.layout import NodeLabels, layout_slots
 from esi.decisions.scheduling_lifecycle import TestbedView, spec_problems
+from esi.objects.applications import run_problem
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, GHOST_PRIORITY_CLASS
+from esi.resources.batchjob import BatchJob, BatchJobSpec
 from esi.resources.meta import GROUP
 from esi.resources.quantity import Quantity, QuantityError, parse_quantity
 from esi.resources.scheduling import SchedulingSpec, testbed_field
+from esi.resources.testbed import TestbedSpec
+from esi.wire.rest import field_problems
 
 __all__ = [
     "CLUSTER_SCOPED_KINDS",
@@ -53,6 +57,7 @@ __all__ = [
     "Stack",
     "StackRule",
     "Violation",
+    "batchjob_can_run",
     "distinct_node_labels",
     "ghost_below_executor",
     "kube_object",
@@ -291,7 +296,9 @@ def scheduling_jobs_exist(stack: Stack) -> list[Violation]:
 def scheduling_slots_exist(stack: Stack) -> list[Violation]:
     """3. A Scheduling can be placed on its Testbed: what esi would fail it for, by the decision the Scheduling
     reconciler and the API make (``esi.decisions.scheduling_lifecycle.spec_problems``): its slot ids exist, no
-    job needs more slots than there are, no queued job waits forever, and it names nothing of another namespace.
+    job needs more slots than there are, no queued job waits forever, it names nothing of another namespace, and
+    every job of the stack it names could run in the Testbed's slots (e.g. a Flink TaskManager can start in
+    their memory).
 
     The Testbed's slots are ``slotsPerNode`` on every node of the stack carrying its label (``esi.decisions.layout``);
     with no such node known, the slots are not checked here (``unchecked_testbeds`` says so). A spec esi's models
@@ -308,8 +315,34 @@ def scheduling_slots_exist(stack: Stack) -> list[Violation]:
         slots = _testbed_slots(stack, testbed) if testbed is not None else frozenset()
         view = TestbedView(slots, frozenset()) if slots else None  # what it decides by: the slot ids
         where = f" on Testbed {_ref_text(_key_ref(testbed))}" if testbed is not None and slots else ""
-        for problem in spec_problems(spec, view, scheduling.key.namespace or ""):
+        unrunnable = _unrunnable(stack, scheduling, testbed) if testbed is not None else {}
+        for problem in spec_problems(spec, view, scheduling.key.namespace or "", unrunnable):
             found.append(Violation(scheduling.key, f"{scheduling.key}{where}: {problem}"))
+    return found
+
+
+def _unrunnable(stack: Stack, scheduling: KubeObject, testbed: KubeObject) -> dict[str, str]:
+    """Why no run of each BatchJob of the stack the Scheduling names could start in its Testbed's slots
+    (``esi.objects.applications.run_problem``), for those that could not; a Testbed or job esi's models refuse,
+    or one holding values Pulumi does not know yet, is not judged here."""
+    try:
+        size = None if _holds_unknowns(testbed.spec) else TestbedSpec.model_validate(testbed.spec)
+    except ValidationError:
+        size = None
+    if size is None:
+        return {}
+    found = {}
+    named = {ref for _, ref in _job_references(scheduling) if ref[0] == (scheduling.key.namespace or "")}
+    for obj in stack.objects:
+        if not obj.is_esi("BatchJob") or _key_ref(obj) not in named or _holds_unknowns(obj.spec):
+            continue
+        try:
+            job = BatchJob.model_validate({"metadata": {"name": obj.key.name}, "spec": obj.spec})
+        except ValidationError:
+            continue  # refused as it is (batchjob-can-run)
+        why = run_problem(job, testbed.key.name, size)
+        if why is not None:
+            found[obj.key.name] = why
     return found
 
 
@@ -493,6 +526,20 @@ def scheduler_scores_every_node(obj: KubeObject) -> list[Violation]:
     return found
 
 
+def batchjob_can_run(obj: KubeObject) -> list[Violation]:
+    """9. A BatchJob is one esi's model accepts, by the rules the CRD's CEL rules enforce too (a Spark driver's
+    and a Flink JobManager's ServiceAccount, one application, the original's Flink fields esi refuses …): one
+    that could never run is refused before it is sent, at the field and saying what to write. A spec holding
+    a value Pulumi does not know yet is left to the update's own check."""
+    if not obj.is_esi("BatchJob") or _holds_unknowns(obj.spec):
+        return []
+    try:
+        BatchJobSpec.model_validate(obj.spec)
+    except ValidationError as err:
+        return [_violation(obj, p.field, p.problem) for p in field_problems(err, prefix="spec.")]
+    return []
+
+
 STACK_RULES: Final = (
     StackRule(
         "scheduling-testbed-exists", "A Scheduling names a Testbed declared in this stack.", scheduling_testbed_exists
@@ -503,7 +550,7 @@ STACK_RULES: Final = (
     StackRule(
         "scheduling-slots-exist",
         "A Scheduling can be placed on its Testbed as esi places it: its slot ids exist, no job needs more slots "
-        "than the Testbed has or waits forever.",
+        "than the Testbed has or waits forever, and each of its jobs could run in the Testbed's slots.",
         scheduling_slots_exist,
     ),
     StackRule(
@@ -527,6 +574,11 @@ STACK_RULES: Final = (
 
 RESOURCE_RULES: Final = (
     ResourceRule(
+        "batchjob-can-run",
+        "A BatchJob is one esi accepts: its driver or JobManager names a ServiceAccount, and nothing esi refuses.",
+        batchjob_can_run,
+    ),
+    ResourceRule(
         "scheduling-slots-distinct",
         "A Scheduling lists every slot at most once (one executor per slot).",
         scheduling_slots_distinct,
@@ -548,6 +600,14 @@ def _violation(subject: KubeObject, path: str, what: str) -> Violation:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _holds_unknowns(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_holds_unknowns(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_unknowns(v) for v in value)
+    return value is None
 
 
 def _sequence(value: Any) -> Sequence[Any]:

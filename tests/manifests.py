@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from esi.resources.batchjob import BatchJob
+from esi.resources.batchjob import DRIVER_ACCOUNT_CONF, BatchJob
 from esi.resources.flink_cluster import REFUSALS
 from esi.resources.scheduling import Scheduling
 from esi.resources.testbed import Testbed
@@ -55,8 +55,8 @@ SPARK = {
     "driver": {"serviceAccount": "default"},
 }
 FLINK_MANAGED_FRACTION = "taskmanager.memory.managed.fraction"
-# Less managed memory than Flink's default, so that a TaskManager starts in the thesis' 896 MiB slots (with
-# the default it needs 982 MiB).
+# The user's own managed memory, less than Flink's default: esi keeps it as written (in the thesis' 896 MiB slots
+# it leaves a larger task heap than esi's fitting of the default would).
 FLINK_CONFIGURATION: dict[str, str] = {FLINK_MANAGED_FRACTION: "0.1"}
 FLINK = {
     "image": "flink:1.20",
@@ -119,6 +119,10 @@ VALID: dict[str, dict[str, Any]] = {
         ]
     ),
     "flink batchjob": batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)),
+    "spark batchjob naming its driver's account in sparkConf": batchjob_manifest(
+        sparkSpec={k: v for k, v in SPARK.items() if k != "driver"} | {"sparkConf": {DRIVER_ACCOUNT_CONF: "spark"}}
+    ),
+    "original flink job, given esi's account": batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK),
     "queue-based scheduling from the thesis": scheduling_manifest(),
     "slot-based scheduling, original upper-case mode": scheduling_manifest(
         queueBased=None, slotBased=slot_based(("a", [0, 2]), ("b", [1]), mode="STRICT")
@@ -190,6 +194,33 @@ INVALID: dict[str, Invalid] = {
         )
         for field, value in REFUSED_ORIGINAL_FLINK_FIELDS.items()
     },
+    "spark driver without an account": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"driver": {"cores": 1}}),
+        "spec.sparkSpec.driver.serviceAccount",
+        "set driver.serviceAccount (e.g. driver: {serviceAccount: spark})",
+    ),
+    "spark driver with an empty account, and no account in sparkConf": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"driver": {"serviceAccount": ""}, "sparkConf": {DRIVER_ACCOUNT_CONF: ""}}),
+        "spec.sparkSpec.driver.serviceAccount",
+        "the Spark driver creates its executors as that account",
+    ),
+    "spark application without a driver": Invalid(
+        _without(batchjob_manifest(), "spec", "sparkSpec", "driver"),
+        "spec.sparkSpec.driver.serviceAccount",
+        "set driver.serviceAccount",
+    ),
+    "flink job manager without an account": Invalid(
+        _without(
+            batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)), "spec", "flinkSpec", "serviceAccount"
+        ),
+        "spec.flinkSpec.serviceAccount",
+        "set serviceAccount (e.g. serviceAccount: flink)",
+    ),
+    "original flink job with an empty account": Invalid(
+        batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK | {"serviceAccount": ""}),
+        "spec.flinkSpec.serviceAccount",
+        "the JobManager creates its TaskManagers as that account",
+    ),
     "external scheduler notes that are not string maps": Invalid(
         batchjob_manifest(externalScheduler={"profiler": ["just a string"]}),
         "spec.externalScheduler.profiler[0]",

@@ -8,15 +8,16 @@ from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Body, Response
 from lightkube import ApiError as KubeApiError
+from lightkube import AsyncClient
 from lightkube.types import PatchType
-from pydantic import ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from api.dependencies import AskedView, Cache, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
-from esi.resources.batchjob import MAX_EXTERNAL_SCHEDULER_BYTES
+from esi.resources.batchjob import MAX_EXTERNAL_SCHEDULER_BYTES, BatchJob
 from esi.resources.meta import EsiModel, ObjectName
-from esi.wire.rest import ExternalBatchJob, OriginalBatchJob, View, external_batchjob
+from esi.wire.rest import ExternalBatchJob, OriginalBatchJob, View, external_batchjob, field_problems
 from kube.errors import Refusal, refusal
 from kube.resources import BatchJobResource, plain
 
@@ -104,6 +105,8 @@ async def put_job(
     namespace: Namespace,
     view: AskedView,
 ) -> Response:
+    if cache.jobs.get(namespace, update.name) is None:
+        await _refuse_a_job_that_cannot_run(kube, update.name, namespace)
     patch: Any
     if "external_scheduler" not in update.model_fields_set:
         patch, patch_type = [], PatchType.JSON  # nothing to change: the job as it is (or 404)
@@ -122,3 +125,26 @@ async def put_job(
     if job is None:
         raise Problem(502, f"BatchJob {update.name} was changed, but esi cannot read it back")
     return one(external_batchjob(job), view)
+
+
+async def _refuse_a_job_that_cannot_run(kube: AsyncClient, name: str, namespace: str) -> None:
+    """404 for a job that does not exist; 422 naming each field for one stored in a shape esi's model refuses
+    (written before the CRD had the rule, e.g. a driver without its ServiceAccount): it could never run, and its
+    manifest is what to fix. Asked of the API server only for a job the cache does not hold (it holds only
+    jobs esi reads)."""
+    try:
+        raw = plain(await kube.get(BatchJobResource, name, namespace=namespace))
+    except KubeApiError as err:
+        if refusal(err) is Refusal.NOT_FOUND:
+            raise not_found("BatchJob", name, namespace) from err
+        raise
+    try:
+        BatchJob.model_validate(raw)
+    except ValidationError as err:
+        problems = field_problems(err, whole="(object)")
+        raise Problem(
+            422,
+            f"BatchJob {name} can never run as it is stored; fix its manifest first: "
+            + ", ".join(p.field for p in problems),
+            problems,
+        ) from err

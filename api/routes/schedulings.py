@@ -16,7 +16,8 @@ from api.cache import ResourceCache
 from api.dependencies import AskedView, Auth, Cache, Caller, CheckedFirst, Kube, Namespace, may
 from api.problems import Problem, not_found, refusals
 from api.routes.answers import listing, one
-from esi.decisions.scheduling_lifecycle import spec_problems, testbed_view
+from esi.decisions.scheduling_lifecycle import spec_problems, testbed_view, unrunnable_problem
+from esi.objects.applications import run_problem
 from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, NAME_PATTERN
 from esi.resources.scheduling import Scheduling, SchedulingSpec
 from esi.wire.rest import (
@@ -154,11 +155,7 @@ async def _refuse_missing_jobs(
     """422 naming each entry whose BatchJob does not exist. The cache may lag a job just created: the jobs it
     does not know are looked for in one LIST of the namespace's BatchJobs (not one GET each: a submission names
     up to 4,096), and when that cannot be read nothing is refused."""
-    if request.queue is not None:
-        named = [(f"queue[{i}]", job) for i, job in enumerate(request.queue)]
-    else:
-        assert request.slots is not None
-        named = [(f"slots.jobs[{i}].name", job.name) for i, job in enumerate(request.slots.jobs)]
+    named = _entries(request)
     unknown = {job for _, job in named if cache.jobs.get(namespace, job) is None}
     listed = await _job_names(kube, namespace) if unknown else None
     missing = unknown - listed if listed is not None else set()
@@ -188,21 +185,37 @@ async def _job_names(kube: AsyncClient, namespace: str) -> set[str] | None:
     return names
 
 
+def _entries(request: SchedulingSubmission) -> list[tuple[str, str]]:
+    """(field, BatchJob name) of each job entry of a submission, in order."""
+    if request.queue is not None:
+        return [(f"queue[{i}]", job) for i, job in enumerate(request.queue)]
+    assert request.slots is not None
+    return [(f"slots.jobs[{i}].name", job.name) for i, job in enumerate(request.slots.jobs)]
+
+
 def _refuse_unplaceable(
     request: SchedulingSubmission, spec: SchedulingSpec, cache: ResourceCache, namespace: str
 ) -> None:
     """422 for a Scheduling its Testbed could never run (slots it does not have, a job needing more slots than
-    it has …), as the Scheduling reconciler would find it; nothing is said while the Testbed has no slots."""
+    it has, a job no run of which could start in its slots …), as the Scheduling reconciler would find it; the
+    slots are not judged while the Testbed has none, nor a job the cache does not know yet. A job that cannot
+    run is named at its first entry."""
     testbed = cache.testbeds.get(namespace, request.test_bed)
     if testbed is None:
         return
     problems = spec_problems(spec, testbed_view(testbed.status, None), namespace)
+    errors = [FieldProblem(field="queue" if request.queue is not None else "slots", problem=p) for p in problems]
+    judged: set[str] = set()
+    for field, name in _entries(request):
+        job = cache.jobs.get(namespace, name)
+        why = run_problem(job, request.test_bed, testbed.spec) if job is not None and name not in judged else None
+        judged.add(name)
+        if why is not None:
+            problems.append(unrunnable_problem(name, request.test_bed, why))
+            errors.append(FieldProblem(field=field, problem=problems[-1]))
     if problems:
-        field = "queue" if request.queue is not None else "slots"
         raise Problem(
-            422,
-            f"Testbed {request.test_bed} could never run Scheduling {request.name}: {'; '.join(problems)}",
-            [FieldProblem(field=field, problem=problem) for problem in problems],
+            422, f"Testbed {request.test_bed} could never run Scheduling {request.name}: {'; '.join(problems)}", errors
         )
 
 

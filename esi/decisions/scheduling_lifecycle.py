@@ -61,6 +61,7 @@ __all__ = [
     "needs",
     "spec_problems",
     "testbed_view",
+    "unrunnable_problem",
     "waiting_since",
 ]
 
@@ -119,6 +120,9 @@ class SchedulingObservation:
     testbed: TestbedView | None  # None: the Testbed does not exist
     jobs: Mapping[str, JobView]  # by BatchJob name; a name that is missing does not exist
     cycle: WaitCycle | None = None  # the cycle of waits the Scheduling is part of
+    # Why no run of a job could start in the testbed's slots (esi.objects.applications.run_problem), by job name;
+    # a job not in it can run there, or is not known yet.
+    unrunnable: Mapping[str, str] = field(default_factory=dict)
 
 
 def holding(observation: SchedulingObservation, claim: Claim, name: str) -> SchedulingObservation:
@@ -211,7 +215,7 @@ def _decide(
     """What changes: the job records, the state and what it waits for, the holds to take or let go."""
     demand = _demand(spec)
     jobs = _progress(current.jobs, demand, now)
-    problems = spec_problems(spec, observation.testbed, namespace)
+    problems = spec_problems(spec, observation.testbed, namespace, observation.unrunnable)
     events: list[Event] = []
     actions: list[Claim | Release] = []
     waiting_for: str | None
@@ -275,15 +279,26 @@ def _things(items: Sequence[Held]) -> str:
     return ", ".join(f"{kind} {name}" for kind, name in items)
 
 
-def spec_problems(spec: SchedulingSpec, testbed: TestbedView | None, namespace: str) -> list[str]:
-    """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet).
+def spec_problems(
+    spec: SchedulingSpec, testbed: TestbedView | None, namespace: str, unrunnable: Mapping[str, str] | None = None
+) -> list[str]:
+    """Why the spec can never be placed on this testbed (none: it can, or the testbed is not known yet); with
+    ``unrunnable`` (why no run of a job could start in the testbed's slots, by job), also the jobs it names that
+    could never run there.
 
     The Scheduling reconciler fails a Scheduling for these; the API refuses a submission, and the policy pack
     a stack, for them."""
     problems = _reference_problems(spec, namespace)
     if testbed is not None and testbed.slot_ids:  # a Testbed without slots yet may still grow: wait
         problems += _allocation_problems(spec, testbed.slot_ids)
+    why = unrunnable or {}
+    problems += [unrunnable_problem(job, spec.testbed.name, why[job]) for job in _demand(spec) if job in why]
     return problems
+
+
+def unrunnable_problem(job: str, testbed: str, why: str) -> str:
+    """The problem of a Scheduling naming ``job``, no run of which could start in ``testbed``'s slots (``why``)."""
+    return f"job {job} can never run in testbed {testbed}'s slots: {why}"
 
 
 def _waiting_to_hold(

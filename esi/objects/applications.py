@@ -23,8 +23,9 @@ values give way:
 The application itself names its job, Testbed and attempt in annotations, not labels: the Spark operator
 copies an application's labels onto all its pods (docs/design.md#applications-and-their-pods). Drivers and
 JobManagers are scheduled normally and are left as the user wrote them: the executor priority class goes on
-executors only (docs/compatibility.md#applications). A Spark driver must name its ServiceAccount, which esi
-does not create (docs/design.md#spark-drivers-account). Everything else the user wrote is kept unchanged.
+executors only (docs/compatibility.md#applications). A driver's or JobManager's ServiceAccount, which esi does
+not create, is required by the BatchJob's model (docs/design.md#spark-drivers-account). Everything else the
+user wrote is kept unchanged.
 
 ``application_view`` reads an application and its pods back into the ``ApplicationView`` that
 ``decide_batchjob`` works on. The functions are pure: they copy, never change their input, and raise
@@ -43,11 +44,12 @@ from typing import Any, Final
 from esi.decisions.batchjob_lifecycle import ApplicationPhase, ApplicationView
 from esi.objects.flink_memory import (
     MemoryConfigError,
+    fitted_task_manager,
     job_manager_heap,
     memory_size,
     smallest_task_manager,
-    task_manager_memory,
     unmodelled_memory_keys,
+    user_memory_settings,
 )
 from esi.objects.flink_pod_templates import merge_arrays_by_name, merged_pod_templates
 from esi.objects.names import (
@@ -84,6 +86,7 @@ __all__ = [
     "application_pod_selector",
     "application_view",
     "is_executor_pod",
+    "run_problem",
     "slot_assignment",
     "slot_node_affinity",
 ]
@@ -249,6 +252,28 @@ def application_manifest(job: BatchJob, assignment: SlotAssignment, *, namespace
     }
 
 
+def run_problem(job: BatchJob, testbed: str, spec: TestbedSpec) -> str | None:
+    """Why no run of ``job`` could start in the slots of Testbed ``testbed`` (its ``spec``), whichever it is given;
+    None when a run can. The application is built as for a run, in one slot standing for all of them (every slot
+    has the Testbed's size, and no check depends on which slots or how many), so that a Scheduling is refused for
+    what would otherwise fail each of the job's attempts as it starts."""
+    assignment = SlotAssignment(
+        testbed=testbed,
+        node_label=spec.node_label,
+        node_ids=("0",),
+        node_names=("node-0",),
+        slots=(0,),
+        cpu=spec.resources_per_slot.cpu,
+        memory=spec.resources_per_slot.memory,
+        tolerations=tuple(spec.tolerations or ()),
+    )
+    try:
+        application_manifest(job, assignment, namespace="", uid="")
+    except ApplicationError as err:
+        return str(err)
+    return None
+
+
 @dataclass(frozen=True)
 class _ExecutorSettings:
     """What every executor pod of a run gets, whichever operator creates it."""
@@ -409,7 +434,6 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
     an operator restart would run again in slots that may no longer be reserved for the job.
     """
     _refuse_spark_extras(spec)
-    _require_driver_account(spec)
     if spec.get("batchScheduler"):
         raise ApplicationError(
             f"spec.sparkSpec.batchScheduler is {spec['batchScheduler']!r}: esi's scheduler places the executors, "
@@ -510,22 +534,6 @@ def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
         )
 
 
-def _require_driver_account(spec: Mapping[str, Any]) -> None:
-    """Raise ``ApplicationError`` unless the driver names its ServiceAccount (docs/design.md#spark-drivers-account).
-
-    A Spark driver creates its executors through the API server; the namespace's ``default`` account may not,
-    and esi grants no rights: the namespace's owner names an account that may.
-    """
-    conf_key = "spark.kubernetes.authenticate.driver.serviceAccountName"
-    if (spec.get("driver") or {}).get("serviceAccount") or (spec.get("sparkConf") or {}).get(conf_key):
-        return
-    raise ApplicationError(
-        "spec.sparkSpec.driver.serviceAccount is not set: the Spark driver creates its executors (pods, and the "
-        "services, config maps and persistent volume claims that go with them), which the namespace's default "
-        "ServiceAccount may not; name one bound to a Role that may (docs/design.md#spark-drivers-account)"
-    )
-
-
 def _flink_spec(
     spec: dict[str, Any], executor: _ExecutorSettings, assignment: SlotAssignment, job: str
 ) -> dict[str, Any]:
@@ -533,8 +541,10 @@ def _flink_spec(
 
     The Flink operator makes a TaskManager pod request ``taskManager.resource.cpu`` cores and
     ``taskManager.resource.memory`` (Flink's "m" is MiB), limited to the same because esi pins both limit
-    factors to 1; Flink must be able to split that memory (``esi.objects.flink_memory``), or the run is refused
-    here rather than failing in its pods.
+    factors to 1; Flink must be able to split that memory (``esi.objects.flink_memory``): where the user left
+    managed memory at Flink's default, esi sets ``taskmanager.memory.managed.size`` so that it can
+    (``fitted_task_manager``), and what the user's own settings make impossible is refused here rather than
+    failing in its pods.
 
     In native mode Flink's resource manager, inside the JobManager, starts TaskManagers as the job asks for
     slots and stops idle ones; ``taskManager.replicas`` does not fix their number. esi pins it: the job's
@@ -561,7 +571,7 @@ def _flink_spec(
     task_slots = _flink_task_slots(conf.get(_FLINK_SLOTS_KEY, "1"))
     replicas = len(assignment.slots)
     parallelism = replicas * task_slots
-    _check_flink_memory(conf, executor.memory_mib, spec.get("jobManager") or {}, job, assignment.testbed)
+    conf.update(_flink_memory(conf, executor.memory_mib, spec.get("jobManager") or {}, job, assignment.testbed))
     conf[_FLINK_SLOTS_KEY] = conf.get(_FLINK_SLOTS_KEY, "1")
     conf.update(_FLINK_PINNED_CONF)
     conf["parallelism.default"] = str(parallelism)
@@ -600,10 +610,12 @@ def _flink_spec(
     return spec
 
 
-def _check_flink_memory(
+def _flink_memory(
     conf: Mapping[str, Any], task_manager_mib: int, job_manager: Mapping[str, Any], job: str, testbed: str
-) -> None:
-    """Raise ``ApplicationError`` unless Flink can start a TaskManager in the slot and the JobManager as sized."""
+) -> dict[str, str]:
+    """The memory settings esi adds so that a TaskManager starts in the slot (``fitted_task_manager``; none where
+    Flink's own split fits). Raises ``ApplicationError`` unless it can, and the JobManager can as sized: naming
+    the user's own memory settings where they are what makes it impossible."""
     where = "spec.flinkSpec.flinkConfiguration"
     for key in unmodelled_memory_keys(conf):
         raise ApplicationError(
@@ -611,21 +623,25 @@ def _check_flink_memory(
             "slot), and Flink splits that size by its fractions; leave it out and adjust the fractions instead"
         )
     try:
-        task_manager_memory(task_manager_mib * _MIB, conf)
+        settings = dict(fitted_task_manager(task_manager_mib * _MIB, conf).settings)
     except MemoryConfigError as err:
+        own = ", ".join(f'{where}["{key}"] ({value!r})' for key, value in user_memory_settings(conf).items())
+        lower = f"lower or leave out {own}, which esi keeps as written" if own else ""
         try:
-            smallest = f"at least {smallest_task_manager(conf) // _MIB} MiB"
+            remedy = f"a Testbed for this job needs slots of at least {smallest_task_manager(conf) // _MIB} MiB"
+            remedy += f"; or {lower}" if lower else ""
         except MemoryConfigError:
-            smallest = "larger"
+            remedy = f"no slot is large enough: {lower}" if lower else "no slot is large enough"
         raise ApplicationError(
             f"BatchJob {job}: resourcesPerSlot.memory of testbed {testbed} is {task_manager_mib} MiB, and {err}; "
-            f"a Testbed for this job needs slots of {smallest} (or lower {where}'s taskmanager.memory fractions)"
+            + remedy
         ) from err
     memory = (job_manager.get("resource") or {}).get("memory", _FLINK_JOB_MANAGER_RESOURCE["memory"])
     try:
         job_manager_heap(_flink_resource_memory(memory), conf)
     except MemoryConfigError as err:
         raise ApplicationError(f"spec.flinkSpec.jobManager.resource.memory is {memory!r}: {err}") from err
+    return settings
 
 
 def _flink_resource_memory(memory: object) -> int:

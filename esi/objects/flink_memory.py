@@ -20,6 +20,16 @@ must be positive.
 Defaults are Flink's (all under ``taskmanager.memory.`` / ``jobmanager.memory.``). Settings that size a
 component in another way (``flink.size``, ``task.heap.size``, ``heap.size``) are not modelled: esi sizes the
 process, and ``unmodelled_memory_keys`` names them so that the caller can refuse them.
+
+Fitting a TaskManager to its slot (``fitted_task_manager``): with Flink's defaults a TaskManager needs 982 MiB,
+because managed memory takes 40% of its Flink memory whatever is left for the task heap (at 982 MiB, nothing).
+Where the user left managed memory at Flink's default (neither ``managed.size`` nor ``managed.fraction``), esi
+sets ``managed.size`` so that the task heap keeps 64 MiB — or, in smaller slots, 60% (the default's share) of
+what the fixed parts (framework heap and off-heap, task off-heap) and the network memory leave — whenever
+Flink's own split would leave it less (below about 1,088 MiB). Metaspace, JVM overhead and network memory keep
+Flink's values: the JVM and a batch job's shuffle need them whatever the slot. With Flink's defaults that
+starts down to 771 MiB (a MiB each of task heap and managed memory); what the user's own settings make
+impossible is refused, naming them.
 """
 
 from __future__ import annotations
@@ -27,18 +37,20 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
 __all__ = [
     "MemoryConfigError",
     "TaskManagerMemory",
+    "fitted_task_manager",
     "job_manager_heap",
     "memory_size",
     "smallest_task_manager",
     "task_manager_memory",
     "unmodelled_memory_keys",
+    "user_memory_settings",
 ]
 
 MIB: Final = 2**20
@@ -61,6 +73,9 @@ _UNITS: Final = {
 }
 _SIZE: Final = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
 _UNLIMITED: Final = 2**63 - 1
+# The task heap esi leaves a fitted TaskManager where its slot has room for it (Flink's defaults leave a 982 MiB
+# TaskManager none: it starts, and its tasks have no heap); in smaller slots, the default share of what is left.
+_TASK_HEAP_FLOOR: Final = 64 * MIB
 
 _TM: Final = "taskmanager.memory."
 _JM: Final = "jobmanager.memory."
@@ -151,13 +166,15 @@ class _Settings:
 
 @dataclass(frozen=True)
 class TaskManagerMemory:
-    """How Flink splits a TaskManager's process memory (bytes)."""
+    """How Flink splits a TaskManager's process memory (bytes), and the settings it takes to split it so
+    (``settings``: what esi adds to the user's configuration; none where Flink's own split fits)."""
 
     process: int
     flink: int
     task_heap: int
     managed: int
     network: int
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def unmodelled_memory_keys(conf: Mapping[str, Any]) -> list[str]:
@@ -191,14 +208,47 @@ def task_manager_memory(process: int, conf: Mapping[str, Any]) -> TaskManagerMem
     return TaskManagerMemory(process=process, flink=flink, task_heap=task_heap, managed=managed, network=network)
 
 
+def user_memory_settings(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The TaskManager memory settings of ``conf``: the user's own, which esi never changes."""
+    return {key: value for key, value in conf.items() if key.startswith(_TM)}
+
+
+def fitted_task_manager(process: int, conf: Mapping[str, Any]) -> TaskManagerMemory:
+    """The split of a TaskManager of ``process`` bytes under ``conf``, with the managed memory esi sets where the
+    user left it at Flink's default (see the module docstring); ``MemoryConfigError`` when it cannot start."""
+    if _TM + "managed.size" in conf or _TM + "managed.fraction" in conf:
+        return task_manager_memory(process, conf)  # the user's own managed memory, theirs to lower
+    settings = _Settings(conf, _TM, _TM_DEFAULTS)
+    flink = settings.flink_memory(process, "TaskManager")
+    fixed = sum(
+        settings.size(name) for name in ("framework.heap.size", "framework.off-heap.size", "task.off-heap.size")
+    )
+    left = flink - fixed - settings.capped(flink, "network")  # for the task heap and managed memory
+    fraction = settings.fraction("managed.fraction")
+    default = int(flink * fraction)
+    floor = min(_TASK_HEAP_FLOOR, int(left * (1 - fraction)))
+    if left - floor >= default:
+        return task_manager_memory(process, conf)  # Flink's own split leaves the task heap its floor
+    managed = (left - floor) // MIB * MIB  # whole MiB: a setting people read
+    if managed < MIB or left - managed < MIB:
+        raise MemoryConfigError(
+            f"a TaskManager of {_mib(process)} cannot start: its Flink memory ({_mib(flink)}, after JVM metaspace and "
+            f"overhead) leaves {_mib(max(left, 0))} beside its framework, task off-heap and network memory, too "
+            "little for a managed memory and a task heap of a MiB each"
+        )
+    fitted = {_TM + "managed.size": f"{managed // MIB}m"}
+    split = task_manager_memory(process, {**conf, **fitted})
+    return TaskManagerMemory(split.process, split.flink, split.task_heap, split.managed, split.network, fitted)
+
+
 def smallest_task_manager(conf: Mapping[str, Any]) -> int:
-    """The smallest TaskManager process size in whole MiB (bytes) that can start under ``conf``."""
+    """The smallest TaskManager process size in whole MiB (bytes) that can start under ``conf``, fitted."""
     low, high = MIB, 64 * 2**30
-    task_manager_memory(high, conf)  # raises when even that cannot start
+    fitted_task_manager(high, conf)  # raises when even that cannot start
     while high - low > MIB:
         middle = (low + high) // 2 // MIB * MIB
         try:
-            task_manager_memory(middle, conf)
+            fitted_task_manager(middle, conf)
         except MemoryConfigError:
             low = middle
         else:

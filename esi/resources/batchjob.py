@@ -21,10 +21,11 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from esi.resources.flink_cluster import FlinkClusterJob, flink_deployment_spec, shape_rules
-from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, EsiModel, ObjectMeta, ReconciledStatus
+from esi.resources.meta import API_VERSION, MAX_NAME_LENGTH, EsiModel, ObjectMeta, ReconciledStatus, field_refusal
 
 __all__ = [
     "ACTIVE_STATES",
+    "DRIVER_ACCOUNT_CONF",
     "MAX_EXTERNAL_SCHEDULER_BYTES",
     "MAX_REASON",
     "MAX_RUNS",
@@ -45,6 +46,22 @@ __all__ = [
 MAX_EXTERNAL_SCHEDULER_BYTES: Final = 512 * 1024
 MAX_RUNS = 50  # run history kept per BatchJob (oldest dropped first; every run is also a Run of its own)
 _NAMESPACED_NAME_LENGTH = 63 + 1 + MAX_NAME_LENGTH  # namespace/name
+
+# A job whose driver or JobManager has no account to create its executors with can never run: it is refused
+# when written, by the CRD (CEL) and by the model alike (docs/design.md#spark-drivers-account).
+DRIVER_ACCOUNT_CONF: Final = "spark.kubernetes.authenticate.driver.serviceAccountName"
+_NO_DRIVER_ACCOUNT: Final = (
+    "set driver.serviceAccount (e.g. driver: {serviceAccount: spark}) to a ServiceAccount bound to a Role that "
+    "may create pods, services, config maps and persistent volume claims: the Spark driver creates its executors "
+    "as that account, and the namespace's default account may not (docs/design.md#spark-drivers-account; "
+    "examples/manifests/serviceaccount.yaml has one)"
+)
+_NO_JOB_MANAGER_ACCOUNT: Final = (
+    "set serviceAccount (e.g. serviceAccount: flink) to a ServiceAccount bound to a Role that may create pods, "
+    "config maps and its own Deployment: the JobManager creates its TaskManagers as that account, and the Flink "
+    "operator refuses a FlinkDeployment without one (docs/design.md#flink-taskmanagers; examples/manifests/"
+    "serviceaccount.yaml has one); a flinkSpec in the original ESI's shape (jarFile) gets flink"
+)
 
 
 class OpenModel(EsiModel):
@@ -72,6 +89,16 @@ class SparkPodSpec(OpenModel):
 class SparkApplicationSpec(OpenModel):
     """A SparkApplication ``sparkoperator.k8s.io/v1beta2`` spec."""
 
+    cel_rules: ClassVar = (
+        {
+            "rule": "(has(self.driver) && has(self.driver.serviceAccount) && self.driver.serviceAccount != '') || "
+            f"(has(self.sparkConf) && '{DRIVER_ACCOUNT_CONF}' in self.sparkConf && "
+            f"self.sparkConf['{DRIVER_ACCOUNT_CONF}'] != '')",
+            "message": _NO_DRIVER_ACCOUNT,
+            "fieldPath": ".driver.serviceAccount",
+        },
+    )
+
     type: str = Field(description="Scala, Java, Python or R.")
     main_application_file: str = Field(min_length=1)
     mode: str | None = None
@@ -82,6 +109,12 @@ class SparkApplicationSpec(OpenModel):
     spark_conf: dict[str, str] | None = None
     driver: SparkPodSpec | None = None
     executor: SparkPodSpec | None = None
+
+    @model_validator(mode="after")
+    def _driver_has_an_account(self) -> SparkApplicationSpec:
+        if (self.driver and self.driver.service_account) or (self.spark_conf or {}).get(DRIVER_ACCOUNT_CONF):
+            return self
+        raise field_refusal(type(self), ("driver", "serviceAccount"), _NO_DRIVER_ACCOUNT)
 
 
 class FlinkJobSpec(OpenModel):
@@ -101,7 +134,14 @@ class FlinkDeploymentSpec(OpenModel):
 
     other_shape: ClassVar = FlinkClusterJob
     optional_in_schema: ClassVar = ("job",)
-    cel_rules: ClassVar = shape_rules()
+    cel_rules: ClassVar = (
+        *shape_rules(),
+        {
+            "rule": "has(self.serviceAccount) ? self.serviceAccount != '' : has(self.jarFile)",
+            "message": _NO_JOB_MANAGER_ACCOUNT,
+            "fieldPath": ".serviceAccount",
+        },
+    )
 
     job: FlinkJobSpec
     image: str | None = None
@@ -116,6 +156,12 @@ class FlinkDeploymentSpec(OpenModel):
     @classmethod
     def _from_the_original_shape(cls, data: Any) -> Any:
         return flink_deployment_spec(data) if isinstance(data, Mapping) else data
+
+    @model_validator(mode="after")
+    def _job_manager_has_an_account(self) -> FlinkDeploymentSpec:
+        if not self.service_account:  # the original's shape was given one as it was read
+            raise field_refusal(type(self), ("serviceAccount",), _NO_JOB_MANAGER_ACCOUNT, self.service_account)
+        return self
 
 
 class BatchJobSpec(EsiModel):

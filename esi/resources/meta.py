@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Final, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
 __all__ = [
     "API_VERSION",
@@ -40,6 +40,7 @@ __all__ = [
     "PodRole",
     "ReconciledStatus",
     "deep_merged",
+    "field_refusal",
     "find_condition",
     "is_namespace_name",
     "is_object_name",
@@ -88,6 +89,13 @@ def is_object_name(name: str) -> bool:
 
 def is_namespace_name(name: str) -> bool:
     return len(name) <= MAX_NAMESPACE_LENGTH and re.fullmatch(NAMESPACE_PATTERN, name) is not None
+
+
+def field_refusal(model: type[BaseModel], field: tuple[str, ...], message: str, value: Any = None) -> ValidationError:
+    """A refusal of ``model`` at ``field`` (aliases, below the model), for a validator of the whole model to raise:
+    pydantic then reports it at that field, as the API server reports the CEL rule with the same ``fieldPath``."""
+    error = PydanticCustomError("value_error", "{message}", {"message": message})
+    return ValidationError.from_exception_data(model.__name__, [InitErrorDetails(type=error, loc=field, input=value)])
 
 
 class EsiModel(BaseModel):

@@ -77,12 +77,13 @@ def ready_with_ghosts(cluster: LocalCluster, namespace: str, slots: int) -> Call
 
 
 def new_testbed_on_nodes(
-    cluster: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, count: int = 2
+    cluster: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, count: int = 2, memory: str = "1Gi"
 ) -> list[str]:
-    """Testbed ``tb`` with two 1-cpu slots on each of ``count`` new 2-cpu nodes (full with its ghosts), Ready."""
+    """Testbed ``tb`` with two 1-cpu slots of ``memory`` on each of ``count`` new 2-cpu nodes (full with its
+    ghosts), Ready."""
     label = f"esi.test/e2e-{unique}"
     nodes = [add_nodes(1, cpu="2", labels={label: str(i)})[0] for i in range(count)]
-    create_testbed(cluster, namespace, label)
+    create_testbed(cluster, namespace, label, memory=memory)
     wait_for("testbed Ready", ready_with_ghosts(cluster, namespace, 2 * count), timeout=60)
     return nodes
 

@@ -252,13 +252,14 @@ def create_testbed(
     label: str,
     slots_per_node: int = 2,
     tolerations: Sequence[Mapping[str, str]] = (),
+    memory: str = "1Gi",
 ) -> None:
-    """Testbed ``tb`` over the nodes labelled ``label``, with slots of 1 cpu and 1Gi (its ghosts and executors
-    tolerating ``tolerations``)."""
+    """Testbed ``tb`` over the nodes labelled ``label``, with slots of 1 cpu and ``memory`` (its ghosts and
+    executors tolerating ``tolerations``)."""
     manifest = testbed_manifest(
         nodeLabel=label,
         slotsPerNode=slots_per_node,
-        resourcesPerSlot={"cpu": "1", "memory": "1Gi"},
+        resourcesPerSlot={"cpu": "1", "memory": memory},
         tolerations=[dict(t) for t in tolerations] or None,
     )
     create_in(cluster, namespace, manifest | {"metadata": {"name": "tb"}})

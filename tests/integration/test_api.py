@@ -17,7 +17,8 @@ from esi.client.subscriber import subscribe
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.esi_objects import new_testbed_on_nodes, spark_job
-from tests.integration.kube import get, wait_for
+from tests.integration.kube import create_in, create_testbed, get, status, wait_for
+from tests.manifests import FLINK, batchjob_manifest, scheduling_manifest
 
 
 @pytest.fixture
@@ -124,6 +125,40 @@ def test_refusals_name_what_is_wrong_and_change_nothing(
     # A job created a moment ago, which the API's cache may not have seen yet, is there (read in one LIST).
     spark_job(esi_stack, namespace, "a")
     assert api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["a"]}).status_code == 201
+
+
+def test_a_job_that_can_never_run_in_the_testbeds_slots_is_refused_at_submission_and_fails_an_applied_scheduling(
+    esi_stack: LocalCluster, api: httpx.Client, namespace: str, unique: str
+) -> None:
+    create_testbed(esi_stack, namespace, f"esi.test/{unique}")  # slots of 1Gi; no node needed to judge the job
+    # The job's own managed memory leaves its TaskManager no heap in any slot.
+    greedy = FLINK | {"flinkConfiguration": {"taskmanager.memory.managed.fraction": "0.9"}}
+    create_in(esi_stack, namespace, batchjob_manifest(sparkSpec=None, flinkSpec=greedy) | {"metadata": {"name": "wc"}})
+    wait_for("the Testbed and the job in the API", lambda: all(
+        api.get(path).status_code == 200 for path in ("/external/testbeds/tb", "/external/jobs/wc")
+    ))  # fmt: skip
+
+    refused = api.post("/external/schedulings", json={"name": "s", "testBed": "tb", "queue": ["wc", "wc"]})
+
+    assert refused.status_code == 422, refused.text
+    (problem,) = refused.json()["detail"]["errors"]
+    assert problem["field"] == "queue[0]"
+    assert problem["problem"].startswith("job wc can never run in testbed tb's slots: ")
+    assert (
+        'lower or leave out spec.flinkSpec.flinkConfiguration["taskmanager.memory.managed.fraction"]'
+        in (problem["problem"])
+    )
+    assert api.get("/external/schedulings").json() == []
+    # Applied with kubectl it is written, and its reconciler fails it before any attempt, saying why.
+    create_in(esi_stack, namespace, scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": "wc"}]))
+    failed = wait_for(
+        "the Scheduling Failed", lambda: (s := status(esi_stack, namespace, "scheduling", "sched")).get("state")
+        == "Failed" and s
+    )  # fmt: skip
+    placeable = next(c for c in failed["conditions"] if c["type"] == "Placeable")
+    assert (placeable["status"], placeable["reason"]) == ("False", "Unplaceable")
+    assert placeable["message"].startswith("job wc can never run in testbed tb's slots: ")
+    assert status(esi_stack, namespace, "batchjob", "wc").get("state") in (None, "Ready"), "no run was started"
 
 
 def test_a_scheduling_being_deleted_cannot_be_replaced(

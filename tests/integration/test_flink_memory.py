@@ -18,6 +18,7 @@ import pytest
 from esi.objects.flink_memory import (
     MIB,
     MemoryConfigError,
+    fitted_task_manager,
     job_manager_heap,
     smallest_task_manager,
     task_manager_memory,
@@ -113,3 +114,20 @@ def test_job_manager_sizes_are_flinks(config: str, largest_refused: int, tmp_pat
             accepted.append(mib)
             assert re.search(rf"-Xmx{both[1]}\b", both[0][0]), (mib, both)
     assert accepted == [largest_refused + 1, 704, 1024, 2048]
+
+
+@pytest.mark.parametrize("mib", [771, 896, 981, 1024])
+def test_a_taskmanager_fitted_to_its_slot_is_split_by_flink_as_esi_says(mib: int, tmp_path: Path) -> None:
+    fitted = fitted_task_manager(mib * MIB, {})
+
+    flink = _bash_java_utils(
+        "GET_TM_RESOURCE_PARAMS", {**fitted.settings, "taskmanager.memory.process.size": f"{mib}m"}, tmp_path
+    )
+
+    assert not isinstance(flink, str), f"Flink refuses the fitted TaskManager of {mib} MiB: {flink}"
+    derived = _dynamic(flink[1])
+    assert (
+        derived["taskmanager.memory.task.heap.size"],
+        derived["taskmanager.memory.managed.size"],
+        derived["taskmanager.memory.network.min"],
+    ) == (fitted.task_heap, fitted.managed, fitted.network)

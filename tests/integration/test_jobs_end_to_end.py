@@ -127,7 +127,9 @@ def test_a_flink_job_runs_in_its_slots(
 def test_the_originals_manifests_run_as_they_are(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes, executors: ExecutorRecorder
 ) -> None:  # docs/compatibility.md#manifests
-    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes)
+    # The original's own Testbeds have 896 MiB slots, where Flink's default memory split starts no TaskManager:
+    # esi fits it (taskmanager.memory.managed.size).
+    new_testbed_on_nodes(esi_stack, namespace, unique, add_nodes, memory="896Mi")
     # The FlinkDeployment runs as the Flink operator's job account, which must exist (as on a real cluster).
     create_in(esi_stack, namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "flink"}})
     create_in(esi_stack, namespace, original_flink_job("batchjob-flink"))
@@ -147,6 +149,8 @@ def test_the_originals_manifests_run_as_they_are(
     wait_for("the finished run's FlinkDeployment to be deleted", lambda: flink_deployment() is None)
     assert deployment["job"]["jarURI"] == "local:///opt/flink/examples/streaming/WordCount.jar"
     assert deployment["job"]["entryClass"] == WORDCOUNT_CLASS
+    assert deployment["taskManager"]["resource"]["memory"] == "896m"
+    assert deployment["flinkConfiguration"]["taskmanager.memory.managed.size"] == "64m"
     row = esi_stack.kubectl("get", "sched", "test-scheduling", "-n", namespace, "--no-headers").split()
     assert row[:4] == ["test-scheduling", "Completed", "tb", "1/1"], "kubectl shows the Testbed named as slots"
 

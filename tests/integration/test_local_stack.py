@@ -39,7 +39,8 @@ TESTBED = {
     "spec": {"nodeLabel": "esi.e2e/slots", "slotsPerNode": 2, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},
 }
 REAL = "real"  # the namespace of jobs on real nodes (esi:realNamespace's default)
-SPARK = {"type": "Scala", "sparkVersion": "3.5.0", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar"}
+SPARK = {"type": "Scala", "sparkVersion": "3.5.0", "image": "spark:3.5.0", "mainApplicationFile": "local:///x.jar",
+         "driver": {"serviceAccount": "default"}}  # fmt: skip
 SCHEDULING = {
     "apiVersion": "esi.tu-berlin.de/v1alpha1",
     "kind": "Scheduling",

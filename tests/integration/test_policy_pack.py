@@ -57,7 +57,10 @@ esi(
     {"nodeLabel": config.require("label"), "slotsPerNode": 4, "resourcesPerSlot": {"cpu": "1", "memory": "1Gi"}},
 )
 for job in ("wordcount", "pagerank"):
-    esi("BatchJob", job, {"sparkSpec": {"type": "Scala", "mainApplicationFile": f"local:///opt/{job}.jar"}})
+    # With account "none", wordcount's driver names no ServiceAccount: a job that could never run.
+    driver = {} if job == "wordcount" and config.get("account") == "none" else {"serviceAccount": "spark"}
+    spark = {"type": "Scala", "mainApplicationFile": f"local:///opt/{job}.jar", "driver": driver}
+    esi("BatchJob", job, {"sparkSpec": spark})
 esi("Scheduling", "nightly", {"testbed": {"name": "tb"}, "slotBased": {"jobs": json.loads(config.require("jobs"))}})
 """
 
@@ -168,3 +171,18 @@ def test_without_the_pack_the_bad_scheduling_would_be_applied(stack: Pulumi, cli
 
     _, spec = scheduling_spec(client, namespace)
     assert [job["slotIds"] for job in spec["slotBased"]["jobs"]] == [[0, 1], [2, 99]]
+
+
+def test_a_batchjob_that_could_never_run_is_refused_by_the_pack_and_by_the_api_server(
+    stack: Pulumi, namespace: str
+) -> None:
+    stack("config", "set", "account", "none")  # wordcount's driver names no ServiceAccount
+
+    by_the_pack = refusal(stack, "preview", "--policy-pack", str(POLICY_PACK))
+    by_the_api_server = refusal(stack, "up", "--yes")
+
+    assert f"BatchJob {namespace}/wordcount: spec.sparkSpec.driver.serviceAccount: set driver.serviceAccount" in (
+        by_the_pack
+    )
+    assert "spec.sparkSpec.driver.serviceAccount" in by_the_api_server
+    assert "set driver.serviceAccount (e.g. driver: {serviceAccount: spark})" in by_the_api_server

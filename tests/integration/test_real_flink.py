@@ -5,7 +5,7 @@ each into its reserved slot on a real node, in place of a real ghost.
 A cluster of its own: esi's CRDs and priority classes, the simulator's FlinkDeployment CRD (the operator's
 own is not served here; the stand-in writes the operator's status fields), esi's reconcilers, API (with the
 extender) and second scheduler, the Flink stand-in for one namespace, and one real node (2 cpu, 3.5Gi: two
-500m / 1Gi slots and the JobManager) labelled for a Testbed, with the Flink image imported.
+500m / 896Mi slots and the JobManager) labelled for a Testbed, with the Flink image imported.
 
 The BatchJob is what a user of the local cluster writes: the image, the JobManager's account (the examples'
 ``flink`` with its Role) and size, and the job. Everything else — one TaskManager per slot, sized to it,
@@ -66,7 +66,7 @@ pytestmark = pytest.mark.xdist_group("real-flink")
 NAMESPACE = "flink-jobs"
 NODE = "real-flink"
 NODE_LABEL = "esi.test/real-flink-testbed"
-SLOT = {"cpu": "500m", "memory": "1Gi"}
+SLOT = {"cpu": "500m", "memory": "896Mi"}  # the original ESI's slots: a TaskManager esi fits (managed.size)
 SIM_NAMESPACE = "flink-sim"
 SIM_NODE = "kwok-flink"
 SIM_NODE_LABEL = "esi.test/sim-flink-testbed"

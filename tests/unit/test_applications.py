@@ -27,6 +27,7 @@ from esi.objects.applications import (
     application_pod_selector,
     application_view,
     is_executor_pod,
+    run_problem,
     slot_assignment,
 )
 from esi.objects.flink_memory import smallest_task_manager
@@ -313,11 +314,6 @@ def test_an_executor_template_with_only_cpu_memory_and_storage_for_its_container
     executor = build(spark_job(sparkVersion="3.5.3", executor={"template": template}))["spec"]["executor"]
 
     assert executor["template"]["spec"]["containers"] == template["spec"]["containers"]  # Spark sets cpu, memory
-
-
-def test_a_spark_driver_without_a_service_account_is_refused_naming_the_field() -> None:
-    with pytest.raises(ApplicationError, match=re.escape("spec.sparkSpec.driver.serviceAccount is not set")):
-        build(spark_job(driver={"cores": 1}))
 
 
 def test_a_spark_driver_may_name_its_service_account_in_the_spark_conf_too() -> None:
@@ -919,16 +915,37 @@ def test_flink_taskmanagers_tolerate_the_testbeds_taints_after_those_their_pod_t
 # --- Flink: what a TaskManager needs to start and stay in its slot ------------------------------------------------
 
 
-def test_flink_refuses_a_slot_a_taskmanager_cannot_start_in_and_says_how_large_one_must_be() -> None:
+def test_flink_with_default_memory_settings_is_fitted_to_the_slot_down_to_the_smallest_flink_starts() -> None:
     defaults = flink_job(flinkConfiguration=None)
-    build(defaults, slots("1", "982Mi"))  # the smallest a TaskManager with Flink's defaults starts in
 
+    thesis = build(defaults, slots("1", "896Mi"))["spec"]["flinkConfiguration"]
+    build(defaults, slots("1", "771Mi"))
     with pytest.raises(ApplicationError) as error:
-        build(defaults, slots("1", "981Mi"))
+        build(defaults, slots("1", "770Mi"))
 
-    assert "resourcesPerSlot.memory of testbed tb is 981 MiB" in str(error.value)
-    assert "at least 982 MiB" in str(error.value)
-    build(flink_job(), slots("1", "896Mi"))  # with less managed memory it fits the thesis' slots
+    assert (
+        thesis["taskmanager.memory.managed.size"] == "64m"
+    )  # and a 64 MiB task heap (tests/unit/test_flink_memory.py)
+    assert "resourcesPerSlot.memory of testbed tb is 770 MiB" in str(error.value)
+    assert str(error.value).endswith("a Testbed for this job needs slots of at least 771 MiB")
+    large = build(defaults, slots("1", "2Gi"))["spec"]["flinkConfiguration"]
+    assert not any(key.startswith("taskmanager.memory.") for key in large), "Flink's own split where it leaves a heap"
+
+
+def test_flink_keeps_the_users_memory_settings_and_refuses_naming_them_what_they_make_impossible() -> None:
+    kept = build(flink_job(), slots("1", "896Mi"))["spec"]["flinkConfiguration"]
+    greedy = flink_job(flinkConfiguration={"taskmanager.memory.managed.fraction": "0.9"})
+    with pytest.raises(ApplicationError) as error:
+        build(greedy, slots("1", "4Gi"))
+
+    assert "taskmanager.memory.managed.size" not in kept
+    assert (
+        kept["taskmanager.memory.managed.fraction"] == manifests.FLINK_CONFIGURATION[manifests.FLINK_MANAGED_FRACTION]
+    )
+    assert (
+        "lower or leave out spec.flinkSpec.flinkConfiguration[\"taskmanager.memory.managed.fraction\"] ('0.9')"
+        in str(error.value)
+    )
 
 
 @pytest.mark.parametrize(
@@ -1016,3 +1033,32 @@ def test_a_runs_slots_are_assigned_from_the_testbeds_spec_and_slot_table_once_it
     assert slot_assignment("profiler-testbed", spec, table, (0, 2, 3), 2) == dataclasses.replace(
         THESIS_SLOTS, node_ids=("0", "1"), node_names=("node-a", "node-b"), attempt=2
     )
+
+
+# --- whether a job can run in a Testbed's slots at all ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "slot", "problem"),
+    [
+        (spark_job(), {"cpu": "700m", "memory": "896Mi"}, None),
+        (flink_job(), {"cpu": "700m", "memory": "896Mi"}, None),
+        (spark_job(), {"cpu": "1", "memory": "1000000000"}, "not a whole number of MiB"),
+        (
+            flink_job(flinkConfiguration={"taskmanager.memory.managed.fraction": "0.9"}),
+            {"cpu": "1", "memory": "1Gi"},
+            "taskmanager.memory.managed.fraction",
+        ),
+        (spark_job(batchScheduler="volcano"), {"cpu": "1", "memory": "1Gi"}, "spec.sparkSpec.batchScheduler"),
+    ],
+    ids=["spark fits", "flink fits", "slot not in whole MiB", "flink's own fractions leave no task heap", "job alone"],
+)
+def test_a_job_that_can_never_run_in_a_testbeds_slots_says_why_as_its_start_would(
+    job: BatchJob, slot: dict[str, str], problem: str | None
+) -> None:
+    spec = TestbedSpec.model_validate({"nodeLabel": NODE_LABEL, "slotsPerNode": 2, "resourcesPerSlot": slot})
+
+    found = run_problem(job, "tb", spec)
+
+    assert (found is None) == (problem is None), found
+    assert problem is None or (found is not None and problem in found)

@@ -17,7 +17,7 @@ from api.cache import ResourceCache
 from esi.resources.meta import GROUP
 from kube.resources import BatchJobResource
 from tests.builders import status_slot, stored
-from tests.manifests import batchjob_manifest, scheduling_manifest, testbed_manifest
+from tests.manifests import FLINK, batchjob_manifest, scheduling_manifest, testbed_manifest
 
 TOKEN = "s3cret-token"  # noqa: S105 (a test token)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -200,6 +200,24 @@ def test_an_invalid_scheduling_is_a_422_naming_the_field_and_nothing_is_written(
     assert answer.status_code == 422, answer.text
     fields = [e["field"] for e in answer.json()["detail"]["errors"]]
     assert any(f.startswith(field) for f in fields), fields
+    assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+def test_a_scheduling_naming_a_job_that_can_never_run_in_the_testbeds_slots_is_a_422_at_its_first_entry(
+    api: TestClient, cache: ResourceCache
+) -> None:
+    # The Testbed's slots are 896 MiB: Flink's own settings, as this job writes them, leave its TaskManager no heap.
+    flink = FLINK | {"flinkConfiguration": {"taskmanager.memory.managed.fraction": "0.9"}}
+    cache.jobs.observed(stored(batchjob_manifest(sparkSpec=None, flinkSpec=flink), "greedy", namespace="default"))
+    body = {"name": "s2", "testBed": "tb", "queue": ["wordcount", "greedy", "greedy"]}
+
+    answer = api.post("/external/schedulings", json=body, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]["errors"]
+    assert problem["field"] == "queue[1]"
+    assert problem["problem"].startswith("job greedy can never run in testbed tb's slots: ")
+    assert "taskmanager.memory.managed.fraction" in problem["problem"]
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
 
 
@@ -516,3 +534,36 @@ def test_who_may_not_submit_is_refused_before_the_body_is_read(cache: ResourceCa
 
     assert (anonymous.status_code, reader.status_code, job.status_code) == (401, 403, 403)
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+class _StoredJobs:
+    """The API server's side of ``PUT /external/jobs`` for jobs the cache does not hold: what ``get`` returns,
+    and the patches that were sent (none may be, for a job that cannot run)."""
+
+    def __init__(self, *jobs: dict[str, Any]) -> None:
+        self.jobs = {job["metadata"]["name"]: job for job in jobs}
+        self.patched: list[str] = []
+
+    async def get(self, resource: Any, name: str, *, namespace: str) -> Any:
+        return BatchJobResource.from_dict(self.jobs[name])
+
+    async def patch(self, resource: Any, name: str, patch: Any, **_: Any) -> Any:
+        self.patched.append(name)
+        return BatchJobResource.from_dict(self.jobs[name])
+
+
+def test_external_scheduler_data_for_a_stored_job_that_can_never_run_is_a_422_naming_its_field() -> None:
+    # Stored before its CRD had the rule: its driver names no ServiceAccount, so no run of it could start.
+    manifest = batchjob_manifest()
+    del manifest["spec"]["sparkSpec"]["driver"]
+    kube = _StoredJobs(stored(manifest, "legacy", namespace="default"))
+    app = create_api_app(StaticToken(TOKEN), cache=ResourceCache(), kube=kube)  # type: ignore[arg-type]
+
+    with TestClient(app) as api:
+        answer = api.put("/external/jobs", json={"name": "legacy", "externalScheduler": {}}, headers=AUTH)
+
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]["errors"]
+    assert problem["field"] == "spec.sparkSpec.driver.serviceAccount"
+    assert "set driver.serviceAccount" in problem["problem"]
+    assert kube.patched == []

@@ -53,13 +53,22 @@ def make_testbed(
 
 
 def batchjob(name: str, namespace: str = "demo") -> Manifest:
-    spec = {"sparkSpec": {"type": "Scala", "mainApplicationFile": "local:///job.jar"}}
+    spec = {
+        "sparkSpec": {"type": "Scala", "mainApplicationFile": "local:///job.jar", "driver": {"serviceAccount": "spark"}}
+    }
     return {
         "apiVersion": GROUP_VERSION,
         "kind": "BatchJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def greedy_flink_job(name: str) -> Manifest:
+    """A Flink BatchJob whose own managed memory leaves a TaskManager of 1 GiB (``make_testbed``'s slots) no heap."""
+    conf = {"taskmanager.memory.managed.fraction": "0.9"}
+    flink = {"job": {"jarURI": "local:///job.jar"}, "serviceAccount": "flink", "flinkConfiguration": conf}
+    return batchjob(name) | {"spec": {"flinkSpec": flink}}
 
 
 def scheduling(
@@ -389,6 +398,20 @@ def test_a_scheduling_names_only_batchjobs_of_the_stack(job_list: Manifest, expe
             [],
             id="no node known: not checked here",
         ),
+        pytest.param(
+            (*GOOD, greedy_flink_job("wordcount"), scheduling(queue=["wordcount", "pagerank"])),
+            [
+                "Scheduling demo/nightly on Testbed demo/tb: job wordcount can never run in testbed tb's slots: "
+                "BatchJob wordcount: resourcesPerSlot.memory of testbed tb is 1024 MiB, and a TaskManager of 1024 MiB "
+                "cannot start: of its Flink memory (576 MiB, after JVM metaspace and overhead), framework heap "
+                "128 MiB, framework off-heap 128 MiB, task off-heap 0 MiB, managed 518.4 MiB, network 64 MiB leave "
+                "no task heap; "
+                "no slot is large enough: lower or leave out "
+                "spec.flinkSpec.flinkConfiguration[\"taskmanager.memory.managed.fraction\"] ('0.9'), which esi keeps "
+                "as written"
+            ],
+            id="a job that could never run in the Testbed's slots",
+        ),
         pytest.param((*nodes(3), scheduling(slots={"wordcount": [99]})), [], id="no Testbed: rule 1 reports it"),
     ],
 )
@@ -680,3 +703,26 @@ def test_a_resource_policy_checks_the_resources_inputs() -> None:
     assert reported == [
         "Scheduling team-a/nightly: spec.slotBased.jobs[1].slotIds: slot 3 is also listed for jobs[0] (wordcount)"
     ]
+
+
+# --- 9. a BatchJob can run --------------------------------------------------------------------------------
+
+
+def test_a_batchjob_whose_driver_has_no_account_is_refused_at_the_field() -> None:
+    manifest = batchjob("wordcount")
+    del manifest["spec"]["sparkSpec"]["driver"]
+
+    found = [str(v) for v in rules.batchjob_can_run(obj(manifest))]
+
+    assert len(found) == 1
+    assert found[0].startswith(
+        "BatchJob demo/wordcount: spec.sparkSpec.driver.serviceAccount: set driver.serviceAccount"
+    )
+
+
+def test_a_batchjob_with_a_value_pulumi_does_not_know_yet_is_left_to_the_update() -> None:
+    manifest = batchjob("wordcount")
+    manifest["spec"]["sparkSpec"]["driver"] = {"serviceAccount": None}
+
+    assert rules.batchjob_can_run(obj(manifest)) == []
+    assert rules.batchjob_can_run(obj(batchjob("wordcount"))) == []

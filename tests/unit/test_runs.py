@@ -50,9 +50,15 @@ names = st.lists(label_part, min_size=1, max_size=8).map(".".join).filter(lambda
 
 def batchjob(name: str = "wordcount", namespace: str = "team-a", *, flink: bool = False) -> BatchJob:
     application = (
-        {"flinkSpec": {"job": {"jarURI": "local:///wc.jar"}}}
+        {"flinkSpec": {"job": {"jarURI": "local:///wc.jar"}, "serviceAccount": "flink"}}
         if flink
-        else {"sparkSpec": {"type": "Scala", "mainApplicationFile": "local:///pi.jar"}}
+        else {
+            "sparkSpec": {
+                "type": "Scala",
+                "mainApplicationFile": "local:///pi.jar",
+                "driver": {"serviceAccount": "spark"},
+            }
+        }
     )
     return BatchJob.model_validate(
         {"metadata": {"name": name, "namespace": namespace, "uid": UID}, "spec": application}

@@ -421,6 +421,25 @@ def test_a_queue_that_can_never_be_placed_fails_with_the_reason() -> None:
     assert w.testbed_holder is None, "an unplaceable Scheduling holds nothing"
 
 
+def test_a_job_that_can_never_run_in_the_testbeds_slots_fails_the_scheduling_before_any_attempt() -> None:
+    spec = queue("small", "big", "small")
+    seen = SchedulingObservation(
+        TestbedView(frozenset(range(4)), frozenset(range(4))),
+        {"small": JobView(), "big": JobView()},
+        unrunnable={"big": "a TaskManager of 896 MiB cannot start"},
+    )
+
+    decision = decide_scheduling(spec, None, seen, name="s", namespace="ns", generation=1, now=T0)
+
+    assert decision.status.state == SchedulingState.FAILED
+    assert decision.actions == (), "it holds nothing, so no attempt starts"
+    placeable = find_condition(decision.status.conditions, "Placeable")
+    assert placeable is not None
+    assert (placeable.status, placeable.reason) == ("False", "Unplaceable")
+    assert placeable.message == "job big can never run in testbed tb's slots: a TaskManager of 896 MiB cannot start"
+    assert [e.reason for e in decision.events] == ["Failed"]
+
+
 @pytest.mark.parametrize(
     ("change", "waiting_for"),
     [
