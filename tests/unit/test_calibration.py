@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from esi.client.cli import app
 from esi.resources.batchjob import RunOutcome
 from esi.results.calibration import (
     TABLE_CONFIGMAP,
@@ -17,7 +21,7 @@ from esi.results.calibration import (
     render_table,
     table_configmap,
 )
-from tests.unit.run_entries import entry
+from tests.unit.run_entries import entry, runs_file
 
 RUNS = [
     entry("a", 0, 100),
@@ -92,3 +96,56 @@ def test_the_configmap_is_the_one_the_simulator_watches() -> None:
 def test_a_table_that_cannot_be_used_is_refused_naming_line_and_field(text: str, where: str) -> None:
     with pytest.raises(TableError, match=f"^{where}"):
         read_table(text, "t")
+
+
+# ---------------------------------------------------------------------------------------------- esi calibrate
+
+
+def test_esi_calibrate_writes_the_table_of_runs_files(tmp_path: Path) -> None:
+    first = runs_file(tmp_path / "first.json", RUNS[:3])
+    second = runs_file(tmp_path / "second.jsonl", RUNS[3:], lines=True)
+
+    result = CliRunner().invoke(app, ["calibrate", "--from", str(first), "--from", str(second)])
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == TABLE
+
+
+def test_esi_calibrate_selects_runs_and_writes_a_configmap_to_a_file(tmp_path: Path) -> None:
+    runs = runs_file(tmp_path / "runs.json", [*RUNS, entry("a", 2000, 2300, scheduling="s2")])
+    out = tmp_path / "table.yaml"
+    args = ["calibrate", "--from", str(runs), "s1", "--until", "2026-11-28T12:10:00", "-o", "configmap"]
+
+    result = CliRunner().invoke(app, [*args, "-n", "team-a", "--out", str(out)])
+
+    assert result.exit_code == 0, result.output
+    manifest = yaml.safe_load(out.read_text())
+    # Scheduling s1, started before 600 s: b ran once, next to a.
+    table = "job,colocated_with,mean_runtime_s,samples,stdev_s\na,-,105,2,7.071\na,b,150,1,\nb,a,60,1,\n"
+    assert manifest == table_configmap(table, "team-a")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        pytest.param(["-o", "configmap"], "name it", id="a ConfigMap without a namespace"),
+        pytest.param(["--selector", "a=b"], "carry no labels", id="labels of runs from a file"),
+        pytest.param(["--since", "yesterday"], "not an ISO 8601 time", id="not a time"),
+    ],
+)
+def test_esi_calibrate_refuses_what_it_cannot_do(tmp_path: Path, args: list[str], says: str) -> None:
+    runs = runs_file(tmp_path / "runs.json", RUNS)
+
+    result = CliRunner().invoke(app, ["calibrate", "--from", str(runs), *args])
+
+    assert result.exit_code == 2
+    assert says in result.output
+
+
+def test_esi_calibrate_without_succeeded_runs_says_so(tmp_path: Path) -> None:
+    runs = runs_file(tmp_path / "runs.json", [entry("a", 0, 10, outcome=RunOutcome.FAILED)])
+
+    result = CliRunner().invoke(app, ["calibrate", "--from", str(runs)])
+
+    assert result.exit_code == 1
+    assert "no succeeded runs selected" in " ".join(result.output.split())

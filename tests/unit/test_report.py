@@ -18,8 +18,7 @@ from esi.client.cli import app
 from esi.resources.batchjob import RunOutcome
 from esi.results.metrics import RunGroup
 from esi.results.report import build_report
-from esi.results.table import RunEntry
-from tests.unit.run_entries import entry
+from tests.unit.run_entries import entry, runs_file
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -122,12 +121,6 @@ def test_a_report_needs_runs() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- esi report
-
-
-def runs_file(path: Path, runs: list[RunEntry], lines: bool = False) -> Path:
-    records = [run.model_dump(mode="json", by_alias=True) for run in runs]
-    path.write_text("\n".join(json.dumps(r) for r in records) if lines else json.dumps(records))
-    return path
 
 
 def test_esi_report_writes_the_report_of_runs_files_side_by_side(tmp_path: Path) -> None:
