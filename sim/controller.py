@@ -37,7 +37,7 @@ import contextlib
 import copy
 import heapq
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -194,6 +194,14 @@ class _Caches:
         return {uid for index in self.applications for uid in index}
 
 
+@dataclass
+class _CurrentTables:
+    """The co-location tables as the ConfigMaps say now: one object the handlers replace ``now`` of (kopf gives
+    each watched object a copy of the memo, so an attribute set on the memo itself would not reach the worker)."""
+
+    now: Tables
+
+
 # --- wiring ------------------------------------------------------------------------------------------------
 
 
@@ -220,11 +228,9 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: An
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
     memo.queue = WorkQueue()
     memo.listed = asyncio.Event()
-    memo.tables = Tables(memo.sim_settings.model)
+    memo.tables = _CurrentTables(Tables(memo.sim_settings.model))
     memo.tasks = [
-        asyncio.create_task(
-            _work(memo.client, caches, memo.queue, memo.sim_settings, lambda: memo.tables), name="sim worker"
-        ),
+        asyncio.create_task(_work(memo.client, caches, memo.queue, memo.sim_settings, memo.tables), name="sim worker"),
         asyncio.create_task(_resync(caches, memo.queue, memo.listed), name="sim resync"),
     ]
 
@@ -274,17 +280,18 @@ async def _table_changed(*, type: str | None, body: kopf.Body, memo: kopf.Memo, 
     configmap = _snapshot(body)
     where = f"ConfigMap {body.metadata.namespace}/{body.metadata.name}"
     if type == "DELETED":
-        memo.tables = memo.tables.removed(configmap)
+        memo.tables.now = memo.tables.now.removed(configmap)
         _log.info(f"{where} deleted: its namespace's jobs run as the default table says")
         return
+    version = f"resourceVersion {configmap['metadata'].get('resourceVersion')}"
     try:
-        memo.tables = memo.tables.changed(configmap)
+        memo.tables.now = memo.tables.now.changed(configmap)
     except ModelError as err:
-        _log.warning(f"{err}; the namespace keeps the table it had")
-        await _post(memo.client, configmap, "Warning", "ColocationTableRefused", f"{err}; the table it had stays")
+        _log.warning(f"{err} ({version}); the namespace keeps the table it had")
+        message = f"{err} ({version}); the table it had stays"
+        await _post(memo.client, configmap, "Warning", "ColocationTableRefused", message)
         return
-    version = configmap["metadata"].get("resourceVersion")
-    message = f"co-location table in use for the runs that start from now on (resourceVersion {version})"
+    message = f"co-location table in use for the runs that start from now on ({version})"
     _log.info(f"{where}: {message}")
     await _post(memo.client, configmap, "Normal", "ColocationTableInUse", message)
 
@@ -298,12 +305,12 @@ async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> N
 
 
 async def _work(
-    client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings, tables: Callable[[], Tables]
+    client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings, tables: _CurrentTables
 ) -> None:
     while True:
         uid = await queue.get()
         try:
-            again = await _reconcile(client, caches, uid, settings, tables())
+            again = await _reconcile(client, caches, uid, settings, tables.now)
         except ApiError as err:
             _log.warning(f"application {uid}: {err.status.code} {err.status.message}; trying again")
             again = RETRY_SECONDS
