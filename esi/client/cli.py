@@ -1087,7 +1087,7 @@ _CALIBRATE_HELP = "\n\n".join(
         "--until; --from reads them from files `esi runs -o json` wrote instead of the API (repeat: all of them). "
         "Only succeeded runs count; a run is next to every job it shared a node with, alone when it shared none.",
         "-o csv (the default) writes the table; -o configmap the ConfigMap that gives it to the simulator for the "
-        "jobs of --namespace (kubectl apply -f -, or commit it for GitOps). To a file with --out, else stdout.",
+        "jobs of --namespace (for kubectl apply -f -, or to keep in Git). To a file with --out, else stdout.",
     )
 )
 
