@@ -15,10 +15,15 @@ moved on; pods and Deployments are created under names fixed by the application,
 harmless. The simulator needs no finalizer (and adds none: daemons and timers would): a deleted application's
 pods are removed by the garbage collector through their owner references.
 
-The pods and Deployments are selected by the API server (the label ``APP_UID_LABEL``), as the real Spark
-operator's cache selects its pods (by ``sparkoperator.k8s.io/launched-by-spark-operator``): the simulator is sent
-no other pod of the cluster (kopf's ``labels=`` filters on the handlers are client-side, after each event has
-been received and parsed).
+The co-location tables of namespaces (``sim.runtime.Tables``) come from the ConfigMaps labelled ``TABLE_LABEL``: a
+change replaces the namespace's table for the runs planned from then on, a deletion goes back to the default; a
+ConfigMap whose table cannot be used is reported (a log line and a Warning Event on it, naming line and field) and
+the namespace keeps the table it had. The worker reads the tables current when it decides.
+
+The pods, Deployments and table ConfigMaps are selected by the API server (the labels ``APP_UID_LABEL`` and
+``TABLE_LABEL``), as the real Spark operator's cache selects its pods (by
+``sparkoperator.k8s.io/launched-by-spark-operator``): the simulator is sent no other pod of the cluster (kopf's
+``labels=`` filters on the handlers are client-side, after each event has been received and parsed).
 
 kopf stores nothing on the objects here (there are no change-detecting handlers); its storages are set to the
 prefix ``sim.esi.tu-berlin.de`` anyway, so this operator can never collide with esi's own kopf operator, which
@@ -33,7 +38,7 @@ import copy
 import heapq
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -46,6 +51,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, PodStatus
 from lightkube.types import PatchType
 
+from esi.results.calibration import TABLE_LABEL
 from kube.errors import Refusal, ignore, refusal
 from kube.indexes import index
 from sim.crds import FLINK, SPARK
@@ -65,6 +71,7 @@ from sim.lifecycle import (
 )
 from sim.names import APP_UID_LABEL, PREFIX
 from sim.pods import DeploymentView, NodeExecutor, PodView, deployment_view, ended_pod_status, node_executor, pod_view
+from sim.runtime import ModelError, Tables
 
 __all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch", "select_own_objects"]
 
@@ -187,6 +194,14 @@ class _Caches:
         return {uid for index in self.applications for uid in index}
 
 
+@dataclass
+class _CurrentTables:
+    """The co-location tables as the ConfigMaps say now: one object the handlers replace ``now`` of (kopf gives
+    each watched object a copy of the memo, so an attribute set on the memo itself would not reach the worker)."""
+
+    now: Tables
+
+
 # --- wiring ------------------------------------------------------------------------------------------------
 
 
@@ -194,9 +209,11 @@ _OWN_OBJECTS: Final = (("", "v1", "pods"), ("apps", "v1", "deployments"))  # eac
 
 
 def select_own_objects(settings: kopf.OperatorSettings) -> None:
-    """Watch only the simulated pods and Deployments: the API server leaves out every other one."""
+    """Watch only the simulated pods and Deployments and the table ConfigMaps: the API server leaves out every
+    other one."""
     for kind in _OWN_OBJECTS:
         settings.watching.label_selectors[kind] = APP_UID_LABEL
+    settings.watching.label_selectors["", "v1", "configmaps"] = TABLE_LABEL
 
 
 @kopf.on.startup()
@@ -211,8 +228,9 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: An
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
     memo.queue = WorkQueue()
     memo.listed = asyncio.Event()
+    memo.tables = _CurrentTables(Tables(memo.sim_settings.model))
     memo.tasks = [
-        asyncio.create_task(_work(memo.client, caches, memo.queue, memo.sim_settings), name="sim worker"),
+        asyncio.create_task(_work(memo.client, caches, memo.queue, memo.sim_settings, memo.tables), name="sim worker"),
         asyncio.create_task(_resync(caches, memo.queue, memo.listed), name="sim resync"),
     ]
 
@@ -257,6 +275,27 @@ async def _deployment_changed(*, labels: kopf.Labels, memo: kopf.Memo, **_: Any)
     memo.queue.add(labels[APP_UID_LABEL])
 
 
+@kopf.on.event("", "v1", "configmaps", labels={TABLE_LABEL: kopf.PRESENT})
+async def _table_changed(*, type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    configmap = _snapshot(body)
+    where = f"ConfigMap {body.metadata.namespace}/{body.metadata.name}"
+    if type == "DELETED":
+        memo.tables.now = memo.tables.now.removed(configmap)
+        _log.info(f"{where} deleted: its namespace's jobs run as the default table says")
+        return
+    version = f"resourceVersion {configmap['metadata'].get('resourceVersion')}"
+    try:
+        memo.tables.now = memo.tables.now.changed(configmap)
+    except ModelError as err:
+        _log.warning(f"{err} ({version}); the namespace keeps the table it had")
+        message = f"{err} ({version}); the table it had stays"
+        await _post(memo.client, configmap, "Warning", "ColocationTableRefused", message)
+        return
+    message = f"co-location table in use for the runs that start from now on ({version})"
+    _log.info(f"{where}: {message}")
+    await _post(memo.client, configmap, "Normal", "ColocationTableInUse", message)
+
+
 async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> None:
     await listed.wait()  # before the first event, the caches may not hold the first listing yet
     while True:
@@ -265,11 +304,13 @@ async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> N
             queue.add(uid)
 
 
-async def _work(client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings) -> None:
+async def _work(
+    client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings, tables: _CurrentTables
+) -> None:
     while True:
         uid = await queue.get()
         try:
-            again = await _reconcile(client, caches, uid, settings)
+            again = await _reconcile(client, caches, uid, settings, tables.now)
         except ApiError as err:
             _log.warning(f"application {uid}: {err.status.code} {err.status.message}; trying again")
             again = RETRY_SECONDS
@@ -290,11 +331,14 @@ class _Refused(Exception):
     """A write the API server refused because the application moved on; decide again on the newer view."""
 
 
-async def _reconcile(client: AsyncClient, caches: _Caches, uid: str, settings: SimSettings) -> float | None:
+async def _reconcile(
+    client: AsyncClient, caches: _Caches, uid: str, settings: SimSettings, tables: Tables
+) -> float | None:
     """Decide and act for one application; seconds until it wants to be looked at again (None: on a change)."""
     app = caches.application(uid)
     if app is None or app["metadata"].get("deletionTimestamp"):
         return None  # its pods go with it (owner references)
+    settings = replace(settings, model=tables.model_for(app["metadata"]["namespace"]))
     now = datetime.now(UTC)
     observation = Observation(
         app,
@@ -343,11 +387,17 @@ async def _act(client: AsyncClient, caches: _Caches, app: dict[str, Any], decisi
             patch = {"metadata": {"resourceVersion": version}, "status": diff}
             version = await _patch_app(client, resource.Status, name, namespace, patch)
     for event in decision.events:
-        try:
-            await client.create(from_dict(_event(app, event.type, event.reason, event.message)))
-        except ApiError as err:  # an Event is a courtesy: never worth deciding again for
-            _log.info(f"no {event.reason} event for {namespace}/{name}: {err.status.message}")
+        await _post(client, app, event.type, event.reason, event.message)
     return None
+
+
+async def _post(client: AsyncClient, about: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    """Post an Event about the object ``about``; one the API server refuses is logged and dropped."""
+    try:
+        await client.create(from_dict(_event(about, type_, reason, message)))
+    except ApiError as err:  # an Event is a courtesy: never worth deciding again for
+        metadata = about["metadata"]
+        _log.info(f"no {reason} event for {metadata['namespace']}/{metadata['name']}: {err.status.message}")
 
 
 async def _patch_app(client: AsyncClient, resource: Any, name: str, namespace: str, patch: dict[str, Any]) -> str:

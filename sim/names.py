@@ -7,7 +7,9 @@ executors shared nodes with when it started, comma-separated) and ``failure`` (p
 is going to fail: why); a FlinkDeployment's ``taskmanagers`` lists the numbers of the TaskManagers it has had.
 
 esi's own labels that it reads (``esi.objects.names``): ``JOB_LABEL`` on a pod names the job for the workload
-model (the application's name when absent); ``ATTEMPT_ANNOTATION`` on an application numbers its attempt.
+model (the application's name when absent); ``ATTEMPT_ANNOTATION`` on an application numbers its attempt. A
+namespace's co-location table is a ConfigMap named, labelled and keyed as ``esi.results.calibration`` says
+(``esi calibrate`` writes it, so the names live there).
 """
 
 from __future__ import annotations

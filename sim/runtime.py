@@ -1,34 +1,45 @@
-"""The workload model: how long a job runs, given the jobs whose executors share its nodes.
+"""The workload model: how long a job runs, given the jobs whose executors share its nodes; and which table applies.
 
-The model is a table of measured co-location runtimes — CSV with the columns
-``job,colocated_with,mean_runtime_s,samples``, one row per (job, neighbour) pair, not symmetric: a row is
-the runtime of its ``job`` only. ``sim/data/colocation-thesis.csv`` is the table measured in the thesis
+The model is a co-location table of measured runtimes (its format: ``esi.results.calibration``; ``esi calibrate``
+writes one from recorded runs): per (job, neighbour) the runtime of that job only (not symmetric), and a job's
+runtime alone (``colocated_with`` ``-``). ``sim/data/colocation-thesis.csv`` is the table measured in the thesis
 (5-node GKE cluster, 750m CPU slots) and the default.
 
-- The *base* runtime of a job (running alone) is an explicit value if one is given, else the smallest of
-  its measured pair runtimes (the mildest neighbour is the best estimate of none), else
-  ``default_runtime``.
+- The *base* runtime of a job (running alone) is an explicit value if one is given (``--base``, else the
+  table's alone row), else the smallest of its measured pair runtimes (the mildest neighbour is the best
+  estimate of none), else ``default_runtime``.
 - Next to a set C of other jobs, a job runs max over c in C of: the measured (job, c) runtime, else
   base x ``unknown_pair_factor``; with C empty, its base. The slowest neighbour decides, because a run ends
   with its slowest executor.
 - ``time_scale`` stretches every runtime into wall-clock time (0.01 turns 444 s into 4.44 s).
+- A table's ``stdev_s`` is for people and benchmarks; the simulator does not draw from it. Runs vary only with
+  ``--runtime-jitter`` (one relative spread for every job, drawn per application from the seed), so a simulated
+  experiment stays reproducible and its spread is one knob.
+
+**Which table applies** (``Tables``): a run of a job in namespace N uses N's table, given in the ConfigMap
+``esi-colocation`` of N labelled ``sim.esi.tu-berlin.de/colocation-table`` (``TABLE_CONFIGMAP``, ``TABLE_LABEL``,
+under the key ``TABLE_KEY``), else the default table (``--table``). N's table replaces the default for N's jobs
+entirely (rows are not merged); the simulator's settings (default runtime, unknown-pair factor, time scale)
+apply to every table, ``--base`` to the default table only. A table is read when its ConfigMap changes and
+applies to the runs planned from then on (a run in progress keeps its end until a neighbour arrives); a
+ConfigMap whose table cannot be used is reported and the namespace keeps the table it had; deleting the
+ConfigMap goes back to the default.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["DEFAULT_TABLE", "InterferenceModel", "ModelError", "parse_table"]
+from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY, TableError, read_table
+
+__all__ = ["DEFAULT_TABLE", "InterferenceModel", "ModelError", "Tables"]
 
 DEFAULT_TABLE: Final = Path(__file__).parent / "data" / "colocation-thesis.csv"
-_COLUMNS: Final = ("job", "colocated_with", "mean_runtime_s", "samples")
 
 
 class ModelError(ValueError):
@@ -63,16 +74,22 @@ class InterferenceModel:
         unknown_pair_factor: float = 1.2,
         time_scale: float = 1.0,
     ) -> InterferenceModel:
-        """The model of a co-location table: a path, or the CSV text itself."""
+        """The model of a co-location table (a path, or the CSV text itself); ``bases`` override its alone rows."""
         text = source.read_text() if isinstance(source, Path) else source
         where = str(source) if isinstance(source, Path) else "the co-location table"
-        return cls(
-            pairs=parse_table(text, where),
-            bases=dict(bases or {}),
-            default_runtime=default_runtime,
-            unknown_pair_factor=unknown_pair_factor,
-            time_scale=time_scale,
-        )
+        settings = cls(default_runtime=default_runtime, unknown_pair_factor=unknown_pair_factor, time_scale=time_scale)
+        model = settings.with_table(text, where)
+        return replace(model, bases={**model.bases, **(bases or {})})
+
+    def with_table(self, text: str, where: str) -> InterferenceModel:
+        """This model's settings with the table of the CSV ``text`` (``where`` names it in errors)."""
+        try:
+            rows = read_table(text, where)
+        except TableError as err:
+            raise ModelError(str(err)) from None
+        pairs = {(row.job, other): row.mean_runtime_s for row in rows if (other := row.colocated_with) is not None}
+        bases = {row.job: row.mean_runtime_s for row in rows if row.colocated_with is None}
+        return replace(self, pairs=pairs, bases=bases)
 
     def base(self, job: str) -> float:
         """Seconds ``job`` runs alone (unscaled)."""
@@ -94,28 +111,36 @@ class InterferenceModel:
         return timedelta(seconds=self.runtime(job, colocated) * self.time_scale)
 
 
-def parse_table(text: str, where: str) -> dict[tuple[str, str], float]:
-    """(job, colocated_with) -> mean runtime in seconds, from CSV text with a header row."""
-    reader = csv.DictReader(io.StringIO(text))
-    if tuple(reader.fieldnames or ()) != _COLUMNS:
-        raise ModelError(f"{where}: the header must be {','.join(_COLUMNS)}, not {','.join(reader.fieldnames or ())}")
-    pairs: dict[tuple[str, str], float] = {}
-    for row in reader:
-        line = reader.line_num
-        job, other = (row["job"] or "").strip(), (row["colocated_with"] or "").strip()
-        if not job or not other:
-            raise ModelError(f"{where}, line {line}: job and colocated_with must not be empty")
-        try:
-            seconds = float(row["mean_runtime_s"] or "")
-            samples = int(row["samples"] or "")
-        except ValueError:
-            raise ModelError(
-                f"{where}, line {line}: mean_runtime_s must be a number and samples an integer, "
-                f"not {row['mean_runtime_s']!r} and {row['samples']!r}"
-            ) from None
-        if not (math.isfinite(seconds) and seconds > 0) or samples < 1:
-            raise ModelError(f"{where}, line {line}: mean_runtime_s and samples must be positive")
-        if (job, other) in pairs:
-            raise ModelError(f"{where}, line {line}: a second row for {job} next to {other}")
-        pairs[(job, other)] = seconds
-    return pairs
+@dataclass(frozen=True)
+class Tables:
+    """The model of each namespace that has a table of its own, and the default for every other one."""
+
+    default: InterferenceModel
+    by_namespace: Mapping[str, InterferenceModel] = field(default_factory=dict)
+
+    def model_for(self, namespace: str) -> InterferenceModel:
+        """The model runs of jobs in ``namespace`` take their runtimes from."""
+        return self.by_namespace.get(namespace, self.default)
+
+    def changed(self, configmap: Mapping[str, Any]) -> Tables:
+        """The tables once ``configmap`` (a labelled ConfigMap, as the API server gave it) holds what it holds.
+
+        Raises ``ModelError`` (the tables stay as they are) when it holds no table that can be used."""
+        metadata = configmap.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        where = f"ConfigMap {namespace}/{name}"
+        if name != TABLE_CONFIGMAP:
+            raise ModelError(f"{where}: not used: a namespace's co-location table is the ConfigMap {TABLE_CONFIGMAP}")
+        text = (configmap.get("data") or {}).get(TABLE_KEY)
+        if text is None:
+            raise ModelError(f"{where}: no co-location table: the key {TABLE_KEY} is missing")
+        model = self.default.with_table(str(text), f"{where}, key {TABLE_KEY}")
+        return replace(self, by_namespace={**self.by_namespace, namespace: model})
+
+    def removed(self, configmap: Mapping[str, Any]) -> Tables:
+        """The tables once ``configmap`` is gone: its namespace goes back to the default (if it was its table)."""
+        metadata = configmap.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "")
+        if metadata.get("name") != TABLE_CONFIGMAP or namespace not in self.by_namespace:
+            return self
+        return replace(self, by_namespace={k: v for k, v in self.by_namespace.items() if k != namespace})

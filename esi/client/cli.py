@@ -52,6 +52,7 @@ from esi.resources.batchjob import BatchJobState, RunOutcome
 from esi.resources.meta import Condition, ConditionStatus
 from esi.resources.scheduling import JobState, Scheduling, SchedulingState
 from esi.resources.testbed import SlotState, TestbedState
+from esi.results import calibration
 from esi.results.metrics import FIGURES, RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
 from esi.results.table import COLUMNS, RunEntry
 from esi.wire.rest import (
@@ -1098,6 +1099,13 @@ class RunSelection:
     since: datetime | None = None
     until: datetime | None = None
 
+    @classmethod
+    def of(
+        cls, schedulings: Sequence[str] | None, testbed: str | None, since: str | None, until: str | None
+    ) -> RunSelection:
+        """The selection the command line's run selection options (``SchedulingsArgument`` ...) make."""
+        return cls(frozenset(schedulings or ()), testbed, _moment(since, "--since"), _moment(until, "--until"))
+
     def selects(self, entry: RunEntry) -> bool:
         """As the API selects: a run is in [since, until) when it ran at some moment of it."""
         return (
@@ -1118,6 +1126,25 @@ def _api_runs(client: EsiClient, selection: RunSelection, selector: str | None) 
         until=selection.until,
     )
     return list(client.runs(asked))
+
+
+def _file_runs(source: Path, selection: RunSelection) -> list[RunEntry]:
+    """The runs ``selection`` selects among those of a file ``esi runs -o json`` wrote."""
+    return [entry for entry in read_runs(source.read_text(), str(source)) if selection.selects(entry)]
+
+
+# How the commands that read runs (report, calibrate) select them; RunSelection.of makes the selection.
+SchedulingsArgument = Annotated[
+    list[str] | None, typer.Argument(help="Runs of these Schedulings (default: all).", show_default=False)
+]
+SelectorOption = Annotated[
+    str | None, typer.Option("--selector", "-l", help="Runs whose labels match, as kubectl -l.", show_default=False)
+]
+TestbedOption = Annotated[str | None, typer.Option("--testbed", help="Runs on this Testbed.", show_default=False)]
+SinceOption = Annotated[
+    str | None, typer.Option("--since", help="Runs that ran at or after (ISO 8601; UTC if no offset).")
+]
+UntilOption = Annotated[str | None, typer.Option("--until", help="Runs that started before (ISO 8601).")]
 
 
 def _layout(client: EsiClient, entries: Iterable[RunEntry]) -> dict[SlotKey, SlotPlace]:
@@ -1146,18 +1173,12 @@ def _joined(*selectors: str | None) -> str | None:
 def report(
     ctx: typer.Context,
     *,
-    schedulings: Annotated[
-        list[str] | None, typer.Argument(help="Runs of these Schedulings (default: all).", show_default=False)
-    ] = None,
+    schedulings: SchedulingsArgument = None,
     out: Annotated[Path, typer.Option("--out", help="Folder to write the report into.")] = Path("report"),
-    selector: Annotated[
-        str | None, typer.Option("--selector", "-l", help="Runs whose labels match, as kubectl -l.", show_default=False)
-    ] = None,
-    testbed: Annotated[str | None, typer.Option("--testbed", help="Runs on this Testbed.", show_default=False)] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="Runs that ran at or after (ISO 8601; UTC if no offset).")
-    ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Runs that started before (ISO 8601).")] = None,
+    selector: SelectorOption = None,
+    testbed: TestbedOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     compare: Annotated[
         list[str] | None,
         typer.Option("--compare", help="A group of runs by label selector; repeat to set groups side by side."),
@@ -1181,9 +1202,7 @@ def report(
         ) from err
     if sum([bool(compare), by is not None, len(sources or []) > 1]) > 1:
         raise typer.BadParameter("choose one way to group: --compare, --by, or several --from files")
-    selection = RunSelection(
-        frozenset(schedulings or ()), testbed, _moment(since, "--since"), _moment(until, "--until")
-    )
+    selection = RunSelection.of(schedulings, testbed, since, until)
     session = _session(ctx, namespace, None)
     groups: dict[str, list[RunEntry]] = {}
     layout: dict[SlotKey, SlotPlace] | None = None
@@ -1191,8 +1210,7 @@ def report(
         if selector or compare:
             raise typer.BadParameter("runs read from a file carry no labels: --selector and --compare need the API")
         for source in sources:
-            entries = read_runs(source.read_text(), str(source))
-            groups[source.stem] = [entry for entry in entries if selection.selects(entry)]
+            groups[source.stem] = _file_runs(source, selection)
     else:
         with session.client() as client:
             selectors: list[str | None] = [*(compare or [])] or [None]
@@ -1232,6 +1250,71 @@ def _headline(summaries: Mapping[str, Summary]) -> Table:
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}s"
+
+
+# ---------------------------------------------------------------------------------------------- calibrate
+
+
+class TableOutput(StrEnum):
+    CSV = "csv"
+    CONFIGMAP = "configmap"
+
+
+_CALIBRATE_HELP = "\n\n".join(
+    (
+        "Write the simulator's co-location table measured by recorded runs: per job its runtime alone and next to "
+        "each job it met, each with its mean, standard deviation and samples (CSV job,colocated_with,"
+        "mean_runtime_s,samples,stdev_s; colocated_with - for a job alone).",
+        "Runs are those of the SCHEDULINGs named (default: all), narrowed by --selector, --testbed, --since and "
+        "--until; --from reads them from files `esi runs -o json` wrote instead of the API (repeat: all of them). "
+        "Only succeeded runs count; a run is next to every job it shared a node with, alone when it shared none.",
+        "-o csv (the default) writes the table; -o configmap the ConfigMap that gives it to the simulator for the "
+        "jobs of --namespace (for kubectl apply -f -, or to keep in Git). To a file with --out, else stdout.",
+    )
+)
+
+
+@app.command(help=_CALIBRATE_HELP)
+def calibrate(
+    ctx: typer.Context,
+    *,
+    schedulings: SchedulingsArgument = None,
+    selector: SelectorOption = None,
+    testbed: TestbedOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    sources: Annotated[
+        list[Path] | None, typer.Option("--from", help="Runs from this file (`esi runs -o json`), not the API.")
+    ] = None,
+    output: Annotated[TableOutput, typer.Option("--output", "-o", help="csv, or configmap.")] = TableOutput.CSV,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="File to write the table to (default: stdout).", show_default=False)
+    ] = None,
+    namespace: NamespaceOption = None,
+) -> None:
+    selection = RunSelection.of(schedulings, testbed, since, until)
+    session = _session(ctx, namespace, None)
+    if output is TableOutput.CONFIGMAP and session.namespace is None:
+        raise typer.BadParameter("the ConfigMap gives the table to one namespace's jobs: name it", param_hint="-n")
+    if sources:
+        if selector:
+            raise typer.BadParameter("runs read from a file carry no labels: --selector needs the API")
+        entries = [entry for source in sources for entry in _file_runs(source, selection)]
+    else:
+        with session.client() as client:
+            entries = _api_runs(client, selection, selector)
+    rows = calibration.calibrate(entries)
+    if not rows:
+        raise _fail("no succeeded runs selected", hint="`esi runs` lists the runs there are.")
+    table = calibration.render_table(rows)
+    if output is TableOutput.CONFIGMAP:
+        assert session.namespace is not None  # checked before any run was read
+        table = _yaml(calibration.table_configmap(table, session.namespace))
+    if out is None:
+        typer.echo(table, nl=False)
+    else:
+        out.write_text(table)
+        _stderr().print(f"wrote the co-location table of {len(entries)} runs ({len(rows)} rows) to {out}")
 
 
 def main() -> None:

@@ -1,9 +1,11 @@
 """The simulated Spark and Flink operators on a real control plane: applications run, end and fail as the real
-operators' would, their pods are placed by the default kube-scheduler and run by KWOK, and deleting an
-application removes its pods through the garbage collector."""
+operators' would, their pods are placed by the default kube-scheduler and run by KWOK, deleting an
+application removes its pods through the garbage collector, and a namespace's co-location table (a ConfigMap) sets
+its jobs' runtimes from the next run on."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -11,15 +13,18 @@ from typing import Any
 import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import ConfigMap, Event, Pod
 
 from esi.objects.names import ATTEMPT_ANNOTATION, JOB_LABEL, ROLE_LABEL, TESTBED_LABEL
+from esi.results.calibration import TABLE_CONFIGMAP, table_configmap
 from infra.local_cluster import LocalCluster
 from sim.lifecycle import RunPlan
 from sim.names import ENDS_AT_ANNOTATION
 from tests.integration.conftest import AddNodes
 from tests.integration.kube import create_in, wait_for
 from tests.integration.sim_fixtures import (  # noqa: F401 (fixtures)
+    DEFAULT_RUNTIME,
+    TIME_SCALE,
     FlinkDeployment,
     SparkApplication,
     esi_sim,
@@ -236,3 +241,57 @@ def test_a_job_arriving_next_to_a_running_one_slows_the_rest_of_its_run_down(
     assert slowed.started_at == alone.started_at
     assert alone.ends_at < slowed.ends_at < alone.started_at + timedelta(seconds=4.93)
     wait_for("COMPLETED", lambda: spark_state(client, namespace, "first") == "COMPLETED", timeout=30)
+
+
+def test_a_namespaces_table_sets_its_jobs_runtimes_and_follows_its_changes_without_a_restart(
+    esi_sim: LocalCluster,  # noqa: F811
+    client: Client,
+    namespace: str,
+    unique: str,
+    add_nodes: AddNodes,
+) -> None:
+    add_nodes(1, cpu="8", memory="16Gi")  # a node of its own: the runs meet no other test's job
+
+    def apply(table: str) -> Event:
+        """The table applied as `esi calibrate -o configmap | kubectl apply -f -` does; once the simulator has read
+        it, the Event it posted about this version."""
+        esi_sim.kubectl("apply", "-f", "-", input_text=json.dumps(table_configmap(table, namespace)))
+        metadata = client.get(ConfigMap, TABLE_CONFIGMAP, namespace=namespace).metadata
+        version = metadata.resourceVersion if metadata is not None else None
+        return wait_for(
+            f"the simulator to read version {version} of the table",
+            lambda: next((e for e in table_events() if f"(resourceVersion {version})" in (e.message or "")), None),
+            timeout=30,
+        )
+
+    def table_events() -> list[Event]:
+        return list(client.list(Event, namespace=namespace, fields={"involvedObject.name": TABLE_CONFIGMAP}))
+
+    def run(name: str) -> timedelta:
+        """How long the simulator planned the run of job `calibrated` in application ``name`` to take."""
+        manifest = spark_manifest(name, job="calibrated")
+        manifest["spec"]["nodeSelector"] = {"esi.test/pool": unique}
+        create_in(esi_sim, namespace, manifest)
+        wait_for(f"{name} to complete", lambda: spark_state(client, namespace, name) == "COMPLETED", timeout=30)
+        annotations = application(client, SparkApplication, namespace, name)["metadata"]["annotations"]
+        plan = RunPlan.of(annotations)
+        assert plan is not None
+        assert plan.colocated == ()
+        return plan.ends_at - plan.started_at
+
+    header = "job,colocated_with,mean_runtime_s,samples,stdev_s\n"
+    used = apply(header + "calibrated,-,300,4,12.5\n")  # x TIME_SCALE 0.01: 3 s
+    assert used.reason == "ColocationTableInUse"
+    assert run("first") == timedelta(seconds=3)
+
+    apply(header + "calibrated,-,150,6,3\n")
+    assert run("second") == timedelta(seconds=1.5)
+
+    refused = apply(header + "calibrated,-,soon,6,3\n")
+    assert (refused.type, refused.reason) == ("Warning", "ColocationTableRefused")
+    assert "key colocation.csv, line 2, field mean_runtime_s" in (refused.message or "")
+    assert run("third") == timedelta(seconds=1.5)  # the table before stays
+
+    # The deletion reaches the simulator through its watch long before the next run's executors run.
+    client.delete(ConfigMap, TABLE_CONFIGMAP, namespace=namespace)
+    assert run("fourth") == timedelta(seconds=DEFAULT_RUNTIME * TIME_SCALE)

@@ -1,9 +1,12 @@
-"""A builder of ``RunEntry`` rows for the report's tests: a run by job, start and end (seconds after T0)."""
+"""A builder of ``RunEntry`` rows for the tests of what is computed from runs: a run by job, start and end (seconds
+after T0); and a file of them as ``esi runs -o json`` writes it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from esi.resources.batchjob import RunOutcome
 from esi.resources.run import RunKind
@@ -51,3 +54,10 @@ def entry(
         reason="executor lost" if outcome is RunOutcome.FAILED else None,
         incomplete=None,
     )
+
+
+def runs_file(path: Path, runs: list[RunEntry], lines: bool = False) -> Path:
+    """``runs`` written to ``path`` as ``esi runs -o json`` does: a JSON array, or (``lines``) a run per line."""
+    records = [run.model_dump(mode="json", by_alias=True) for run in runs]
+    path.write_text("\n".join(json.dumps(r) for r in records) if lines else json.dumps(records))
+    return path

@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 import pytest
 
+from esi.results.calibration import TABLE_LABEL
 from sim.controller import WorkQueue, merge_patch, select_own_objects
 from sim.names import APP_UID_LABEL
 from tests import virtual_time
@@ -61,11 +62,12 @@ def test_an_earlier_due_time_brings_a_key_forward() -> None:
     [
         pytest.param("", "v1", "pods", "Pod", [APP_UID_LABEL], id="pods"),
         pytest.param("apps", "v1", "deployments", "Deployment", [APP_UID_LABEL], id="deployments"),
+        pytest.param("", "v1", "configmaps", "ConfigMap", [TABLE_LABEL], id="co-location tables"),
         pytest.param("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", [], id="applications"),
         pytest.param("metrics.k8s.io", "v1beta1", "pods", "PodMetrics", [], id="another group's pods"),
     ],
 )
-def test_the_api_server_sends_only_the_simulated_pods_and_deployments(
+def test_the_api_server_sends_only_the_simulated_pods_deployments_and_tables(
     group: str, version: str, plural: str, kind: str, selected: list[str]
 ) -> None:
     settings = kopf.OperatorSettings()

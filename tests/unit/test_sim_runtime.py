@@ -1,4 +1,4 @@
-"""The workload model: base runtimes, measured pairs, unmeasured pairs and the time scale."""
+"""The workload model: base runtimes, measured pairs, unmeasured pairs, the time scale, and which table applies."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError
+from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY
+from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError, Tables
 
 THESIS = InterferenceModel.from_csv(DEFAULT_TABLE)
 TABLE = """job,colocated_with,mean_runtime_s,samples
@@ -89,3 +90,58 @@ def test_settings_must_be_positive() -> None:
         InterferenceModel.from_csv(TABLE, time_scale=0)
     with pytest.raises(ModelError, match="base of a"):
         InterferenceModel.from_csv(TABLE, bases={"a": -5})
+
+
+def test_an_alone_row_is_the_base_and_a_base_option_overrides_it() -> None:
+    table = TABLE + "a,-,90,3\n"
+
+    assert InterferenceModel.from_csv(table).base("a") == 90
+    assert InterferenceModel.from_csv(table, bases={"a": 70}).base("a") == 70
+
+
+def table_configmap(namespace: str, text: str, *, name: str = TABLE_CONFIGMAP) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": namespace}, "data": {TABLE_KEY: text}}
+
+
+DEFAULT = InterferenceModel.from_csv(TABLE, bases={"b": 5}, time_scale=0.5, default_runtime=30)
+TEAM_A = "job,colocated_with,mean_runtime_s,samples,stdev_s\na,-,10,2,1\na,b,20,2,\n"
+
+
+def test_a_namespaces_table_replaces_the_default_for_its_jobs_only() -> None:
+    tables = Tables(DEFAULT).changed(table_configmap("team-a", TEAM_A))
+
+    team_a = tables.model_for("team-a")
+    assert (team_a.runtime("a", []), team_a.runtime("a", ["b"])) == (10, 20)
+    assert team_a.runtime("b", []) == 30  # not merged with the default's rows, nor its --base
+    assert team_a.time_scale == 0.5  # the simulator's settings hold for every table
+    assert tables.model_for("team-b") is DEFAULT
+
+
+def test_a_changed_table_replaces_the_one_before_and_deleting_it_goes_back_to_the_default() -> None:
+    first = Tables(DEFAULT).changed(table_configmap("team-a", TEAM_A))
+    second = first.changed(table_configmap("team-a", TEAM_A.replace("a,-,10", "a,-,12")))
+
+    assert second.model_for("team-a").runtime("a", []) == 12
+    assert second.removed(table_configmap("team-a", "")).model_for("team-a") is DEFAULT
+
+
+@pytest.mark.parametrize(
+    ("configmap", "message"),
+    [
+        pytest.param(
+            table_configmap("team-a", TEAM_A + "a,c,soon,1,\n"),
+            "ConfigMap team-a/esi-colocation, key colocation.csv, line 4, field mean_runtime_s",
+            id="a bad table",
+        ),
+        pytest.param({"metadata": {"name": TABLE_CONFIGMAP, "namespace": "team-a"}}, "key colocation.csv is missing"),
+        pytest.param(table_configmap("team-a", TEAM_A, name="other"), "not used", id="another name"),
+    ],
+)
+def test_a_configmap_without_a_usable_table_is_refused_and_the_table_before_stays(
+    configmap: dict[str, object], message: str
+) -> None:
+    before = Tables(DEFAULT).changed(table_configmap("team-a", TEAM_A))
+
+    with pytest.raises(ModelError, match=message):
+        before.changed(configmap)
+    assert before.removed(table_configmap("team-a", "", name="other")) == before

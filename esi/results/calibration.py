@@ -1,0 +1,155 @@
+"""The simulator's co-location table: calibrated from recorded runs, written as CSV or a ConfigMap, and read back.
+
+The table's format, once (``esi calibrate`` writes it, the simulator reads it with ``read_table``):
+
+* CSV with a header row ``job,colocated_with,mean_runtime_s,samples``, optionally followed by ``stdev_s``
+  (the thesis' table, ``sim/data/colocation-thesis.csv``, has no ``stdev_s``).
+* A row is the runtime of its ``job`` only (the table is not symmetric): next to ``colocated_with``, or alone
+  when ``colocated_with`` is ``-`` (``ALONE``). At most one row per (job, colocated_with).
+* ``mean_runtime_s`` is positive seconds, ``samples`` a positive count of runs, ``stdev_s`` their sample
+  standard deviation in seconds (empty below two samples).
+
+``calibrate`` takes the rows from ``job_runtimes`` (``esi.results.metrics``): succeeded runs only, a run beside
+every job it met however short the overlap, alone when it met none. A table reaches the simulator in a
+ConfigMap (``table_configmap``): named ``TABLE_CONFIGMAP``, labelled ``TABLE_LABEL`` (the simulator watches only
+those), the CSV under the key ``TABLE_KEY``; it applies to the jobs of the ConfigMap's namespace.
+
+Pure: runs in, rows, CSV and manifests out; CSV text in, rows out.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from esi.resources.meta import GROUP
+from esi.results.metrics import RuntimeStats, job_runtimes
+from esi.results.table import RunEntry
+
+__all__ = [
+    "ALONE",
+    "COLUMNS",
+    "TABLE_CONFIGMAP",
+    "TABLE_KEY",
+    "TABLE_LABEL",
+    "TableError",
+    "TableRow",
+    "calibrate",
+    "read_table",
+    "render_table",
+    "table_configmap",
+]
+
+COLUMNS: Final = ("job", "colocated_with", "mean_runtime_s", "samples", "stdev_s")
+_REQUIRED: Final = COLUMNS[:4]  # the thesis' table: no stdev_s
+ALONE: Final = "-"  # colocated_with of a job's runtime alone
+
+TABLE_CONFIGMAP: Final = "esi-colocation"
+TABLE_LABEL: Final = f"sim.{GROUP}/colocation-table"
+TABLE_KEY: Final = "colocation.csv"
+
+
+class TableError(ValueError):
+    """A co-location table that cannot be used; the message names where (line, field) and why."""
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """The runtime of ``job`` next to ``colocated_with`` (None: alone): mean and spread over ``samples`` runs."""
+
+    job: str
+    colocated_with: str | None
+    mean_runtime_s: float
+    samples: int
+    stdev_s: float | None = None
+
+    @classmethod
+    def of(cls, job: str, colocated_with: str | None, stats: RuntimeStats) -> TableRow:
+        return cls(job, colocated_with, stats.mean, stats.samples, stats.stdev)
+
+
+def calibrate(entries: Iterable[RunEntry]) -> list[TableRow]:
+    """The table of ``entries``: per job its runtime alone (when it ran alone), then beside each neighbour it met;
+    jobs and neighbours sorted."""
+    rows: list[TableRow] = []
+    for job, runtimes in job_runtimes(entries).items():
+        if runtimes.alone is not None:
+            rows.append(TableRow.of(job, None, runtimes.alone))
+        rows.extend(TableRow.of(job, neighbour, stats) for neighbour, stats in runtimes.beside.items())
+    return rows
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds to the millisecond, without trailing zeros; empty for None."""
+    return "" if value is None else f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def render_table(rows: Iterable[TableRow]) -> str:
+    """``rows`` as the table's CSV, header included."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        neighbour = ALONE if row.colocated_with is None else row.colocated_with
+        writer.writerow((row.job, neighbour, _seconds(row.mean_runtime_s), row.samples, _seconds(row.stdev_s)))
+    return out.getvalue()
+
+
+def table_configmap(table: str, namespace: str) -> dict[str, Any]:
+    """The ConfigMap that gives the simulator ``table`` (CSV) for the jobs of ``namespace``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": TABLE_CONFIGMAP, "namespace": namespace, "labels": {TABLE_LABEL: "true"}},
+        "data": {TABLE_KEY: table},
+    }
+
+
+def read_table(text: str, where: str) -> list[TableRow]:
+    """The rows of a table's CSV text; ``where`` names it in errors (a file, a ConfigMap)."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = tuple(reader.fieldnames or ())
+    if header not in (_REQUIRED, COLUMNS):
+        raise TableError(f"{where}, line 1: the header must be {','.join(_REQUIRED)}[,stdev_s], not {','.join(header)}")
+    rows: list[TableRow] = []
+    seen: set[tuple[str, str | None]] = set()
+    for fields in reader:
+        row = _row(fields, f"{where}, line {reader.line_num}")
+        if (row.job, row.colocated_with) in seen:
+            beside = "alone" if row.colocated_with is None else f"next to {row.colocated_with}"
+            raise TableError(f"{where}, line {reader.line_num}: a second row for {row.job} {beside}")
+        seen.add((row.job, row.colocated_with))
+        rows.append(row)
+    return rows
+
+
+def _row(fields: Mapping[str | None, Any], where: str) -> TableRow:
+    if fields.get(None):  # DictReader's key for values beyond the header
+        raise TableError(f"{where}: more fields than the header names")
+    values = {column: str(fields.get(column) or "").strip() for column in COLUMNS}
+    for column in _REQUIRED:
+        if not values[column]:
+            raise TableError(f"{where}, field {column}: must not be empty")
+    mean = _number(values["mean_runtime_s"], f"{where}, field mean_runtime_s", lambda x: x > 0, "positive seconds")
+    samples = _number(values["samples"], f"{where}, field samples", lambda x: x >= 1 and x.is_integer(), "a count ≥ 1")
+    stdev = (
+        _number(values["stdev_s"], f"{where}, field stdev_s", lambda x: x >= 0, "seconds ≥ 0 or empty")
+        if values["stdev_s"]
+        else None
+    )
+    neighbour = values["colocated_with"]
+    return TableRow(values["job"], None if neighbour == ALONE else neighbour, mean, int(samples), stdev)
+
+
+def _number(text: str, where: str, holds: Callable[[float], bool], expected: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and holds(value)):
+        raise TableError(f"{where}: expected {expected}, not {text!r}")
+    return value
