@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 Key = tuple[str, str]  # (namespace, name) of a Run
+SECONDS_DIGITS: Final = 6  # durations to the microsecond, as runs are recorded: not the noise of Unix-seconds floats
 Cursor = tuple[float, str, str]  # (start as Unix seconds, namespace, name): where a page ends
 LIST_SEPARATOR: Final = ";"
 
@@ -124,11 +125,11 @@ class RunRow:
         """From its application's creation to the run's start: how long its executors waited for their slots."""
         if self.submitted_s is None:
             return None
-        return max(self.start_s - self.submitted_s, 0.0)
+        return round(max(self.start_s - self.submitted_s, 0.0), SECONDS_DIGITS)
 
     @property
     def runtime_seconds(self) -> float | None:
-        return self.end_s - self.start_s if self.ended_s is not None else None
+        return round(self.end_s - self.start_s, SECONDS_DIGITS) if self.ended_s is not None else None
 
     def neighbour_name(self, other: RunRow) -> str:
         """How this run names ``other``'s job: by name in its own namespace, else namespace/name."""
@@ -371,7 +372,7 @@ class RunTable:
             name = other.job if other.namespace == namespace else f"{other.namespace}/{other.job}"
             seconds[name] = seconds.get(name, 0.0) + min(end, other.end_s) - max(start, other.start_s)
         met: dict[str, float | None] = {name: None for name in row.recorded_neighbours if name != row.job}
-        met.update(seconds)
+        met.update({name: round(value, SECONDS_DIGITS) for name, value in seconds.items()})
         return tuple(Colocation(name, met[name]) for name in sorted(met))
 
     def select(self, query: RunQuery, *, after: Cursor | None = None, limit: int | None = None) -> Page:
