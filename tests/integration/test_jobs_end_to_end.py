@@ -578,7 +578,7 @@ def test_slot_lists_run_each_job_on_exactly_its_slots(
     check_every_executor_in_its_slot(esi_stack, namespace, executors, {n: set(ids) for n, ids in lists.items()})
 
 
-def test_an_application_that_cannot_be_built_fails_its_run_with_the_reason(
+def test_an_application_that_cannot_be_built_fails_its_scheduling_before_any_run(
     esi_stack: LocalCluster, namespace: str, unique: str, add_nodes: AddNodes
 ) -> None:
     label = f"esi.test/e2e-{unique}"
@@ -590,10 +590,13 @@ def test_an_application_that_cannot_be_built_fails_its_run_with_the_reason(
     spark_job(esi_stack, namespace, "odd")
     scheduling(esi_stack, namespace, "s", ["odd"], retry={"limit": 0})
 
-    wait_for("the Scheduling to complete", completed(esi_stack, namespace, "s"), timeout=60)
-    job = status(esi_stack, namespace, "batchjob", "odd")
-    assert job["state"] == "Failed"
-    assert "cannot build the application" in job["message"]
-    assert "resourcesPerSlot.memory" in job["message"]
-    assert [r["outcome"] for r in job["runs"]] == ["Failed"]
+    failed = wait_for(
+        "the Scheduling Failed", lambda: (s := status(esi_stack, namespace, "scheduling", "s")).get("state")
+        == "Failed" and s, timeout=60
+    )  # fmt: skip
+    placeable = next(c for c in failed["conditions"] if c["type"] == "Placeable")
+    assert (placeable["status"], placeable["reason"]) == ("False", "Unplaceable")
+    assert placeable["message"].startswith("job odd can never run in testbed tb's slots: ")
+    assert "resourcesPerSlot.memory" in placeable["message"]
+    assert status(esi_stack, namespace, "batchjob", "odd").get("runs", []) == [], "no run was started"
     assert not get(esi_stack, namespace, "sparkapplication", "odd"), "nothing half-built was created"
