@@ -1290,8 +1290,17 @@ def calibrate(
     out: Annotated[
         Path | None, typer.Option("--out", help="File to write the table to (default: stdout).", show_default=False)
     ] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            "--time-scale",
+            help="The simulator's --time-scale the runs ran at (1: real runs); their seconds are divided by it.",
+        ),
+    ] = 1.0,
     namespace: NamespaceOption = None,
 ) -> None:
+    if not (time_scale > 0):
+        raise typer.BadParameter("a positive factor, e.g. 0.05", param_hint="--time-scale")
     selection = RunSelection.of(schedulings, testbed, since, until)
     session = _session(ctx, namespace, None)
     if output is TableOutput.CONFIGMAP and session.namespace is None:
@@ -1303,7 +1312,7 @@ def calibrate(
     else:
         with session.client() as client:
             entries = _api_runs(client, selection, selector)
-    rows = calibration.calibrate(entries)
+    rows = calibration.calibrate(entries, time_scale=time_scale)
     if not rows:
         raise _fail("no succeeded runs selected", hint="`esi runs` lists the runs there are.")
     table = calibration.render_table(rows)

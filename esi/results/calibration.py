@@ -68,18 +68,22 @@ class TableRow:
     stdev_s: float | None = None
 
     @classmethod
-    def of(cls, job: str, colocated_with: str | None, stats: RuntimeStats) -> TableRow:
-        return cls(job, colocated_with, stats.mean, stats.samples, stats.stdev)
+    def of(cls, job: str, colocated_with: str | None, stats: RuntimeStats, time_scale: float = 1.0) -> TableRow:
+        stdev = stats.stdev / time_scale if stats.stdev is not None else None
+        return cls(job, colocated_with, stats.mean / time_scale, stats.samples, stdev)
 
 
-def calibrate(entries: Iterable[RunEntry]) -> list[TableRow]:
+def calibrate(entries: Iterable[RunEntry], *, time_scale: float = 1.0) -> list[TableRow]:
     """The table of ``entries``: per job its runtime alone (when it ran alone), then beside each neighbour it met;
-    jobs and neighbours sorted."""
+    jobs and neighbours sorted. ``time_scale`` is the simulator's the runs ran at (1 for real runs): their seconds
+    are divided by it, so that the table holds modelled seconds, as the simulator reads them."""
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise ValueError(f"the time scale must be a positive number, not {time_scale!r}")
     rows: list[TableRow] = []
     for job, runtimes in job_runtimes(entries).items():
         if runtimes.alone is not None:
-            rows.append(TableRow.of(job, None, runtimes.alone))
-        rows.extend(TableRow.of(job, neighbour, stats) for neighbour, stats in runtimes.beside.items())
+            rows.append(TableRow.of(job, None, runtimes.alone, time_scale))
+        rows.extend(TableRow.of(job, neighbour, stats, time_scale) for neighbour, stats in runtimes.beside.items())
     return rows
 
 

@@ -52,6 +52,17 @@ def test_each_job_alone_and_beside_each_neighbour_with_mean_spread_and_samples()
     assert [row.stdev_s for row in rows] == [pytest.approx(50**0.5), None, 10.0, None]
 
 
+def test_runs_of_a_time_scaled_simulator_give_modelled_seconds() -> None:
+    scaled = calibrate(RUNS, time_scale=0.5)
+
+    assert [(row.mean_runtime_s, row.stdev_s) for row in scaled] == [
+        (row.mean_runtime_s * 2, None if row.stdev_s is None else pytest.approx(row.stdev_s * 2))
+        for row in calibrate(RUNS)
+    ]
+    with pytest.raises(ValueError, match="positive"):
+        calibrate(RUNS, time_scale=0)
+
+
 def test_the_table_is_csv_with_the_alone_rows_marked() -> None:
     assert render_table(calibrate(RUNS)) == TABLE
 
@@ -106,9 +117,11 @@ def test_esi_calibrate_writes_the_table_of_runs_files(tmp_path: Path) -> None:
     second = runs_file(tmp_path / "second.jsonl", RUNS[3:], lines=True)
 
     result = CliRunner().invoke(app, ["calibrate", "--from", str(first), "--from", str(second)])
+    scaled = CliRunner().invoke(app, ["calibrate", "--from", str(first), "--from", str(second), "--time-scale", "0.5"])
 
     assert result.exit_code == 0, result.output
     assert result.stdout == TABLE
+    assert scaled.stdout.splitlines()[1] == "a,-,210,2,14.142"  # 105 ± 7.071 modelled seconds at half speed
 
 
 def test_esi_calibrate_selects_runs_and_writes_a_configmap_to_a_file(tmp_path: Path) -> None:
