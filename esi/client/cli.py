@@ -54,7 +54,7 @@ from esi.resources.scheduling import JobState, Scheduling, SchedulingState
 from esi.resources.testbed import SlotState, TestbedState
 from esi.results import calibration
 from esi.results.metrics import FIGURES, RunGroup, SlotKey, SlotPlace, Summary, testbed_layout
-from esi.results.table import COLUMNS, RunEntry
+from esi.results.table import COLUMNS, RunEntry, ran_within
 from esi.wire.rest import (
     ExternalBatchJob,
     ExternalScheduledEvent,
@@ -1107,12 +1107,13 @@ class RunSelection:
         return cls(frozenset(schedulings or ()), testbed, _moment(since, "--since"), _moment(until, "--until"))
 
     def selects(self, entry: RunEntry) -> bool:
-        """As the API selects: a run is in [since, until) when it ran at some moment of it."""
+        """As the API selects (``ran_within``: a run is in [since, until) when it ran at some moment of it)."""
+        start = entry.started.timestamp()
+        end = entry.ended.timestamp() if entry.ended is not None else start
         return (
             (not self.schedulings or entry.scheduling in self.schedulings)
             and (self.testbed is None or entry.testbed == self.testbed)
-            and (self.since is None or (entry.ended or entry.started) >= self.since)
-            and (self.until is None or entry.started < self.until)
+            and ran_within(start, max(end, start), self.since, self.until)
         )
 
 

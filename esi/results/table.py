@@ -59,6 +59,7 @@ __all__ = [
     "continue_token",
     "continued",
     "label_selector",
+    "ran_within",
     "run_columns",
     "run_entry",
     "run_row",
@@ -276,9 +277,14 @@ class RunQuery:
             and (not self.testbeds or row.testbed in self.testbeds)
             and (not self.outcomes or row.outcome in self.outcomes)
             and all(requirement.matches(row.labels) for requirement in self.labels)
-            and (self.since is None or row.end_s >= _epoch(self.since))
-            and (self.until is None or row.start_s < _epoch(self.until))
+            and ran_within(row.start_s, row.end_s, self.since, self.until)
         )
+
+
+def ran_within(start: float, end: float, since: datetime | None, until: datetime | None) -> bool:
+    """Whether a run from ``start`` to ``end`` (Unix seconds) ran at some moment of ``[since, until)``: it ended at
+    or after ``since`` and started before ``until`` (either None: no bound)."""
+    return (since is None or end >= _epoch(since)) and (until is None or start < _epoch(until))
 
 
 @dataclass(frozen=True)
