@@ -1134,6 +1134,16 @@ def _file_runs(source: Path, selection: RunSelection) -> list[RunEntry]:
     return [entry for entry in read_runs(source.read_text(), str(source)) if selection.selects(entry)]
 
 
+def _table_file(source: Path) -> list[calibration.TableRow]:
+    """The rows of the co-location table in ``source``; a table that cannot be read fails the command, saying why."""
+    try:
+        return calibration.read_table(source.read_text(), str(source))
+    except OSError as err:
+        raise typer.BadParameter(f"cannot read {source}: {err.strerror}", param_hint="--reference") from err
+    except calibration.TableError as err:
+        raise typer.BadParameter(str(err), param_hint="--reference") from err
+
+
 # How the commands that read runs (report, calibrate) select them; RunSelection.of makes the selection.
 SchedulingsArgument = Annotated[
     list[str] | None, typer.Argument(help="Runs of these Schedulings (default: all).", show_default=False)
@@ -1192,9 +1202,18 @@ def report(
         list[Path] | None,
         typer.Option("--from", help="Runs from this file (`esi runs -o json`), not the API; repeat: a group each."),
     ] = None,
+    references: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--reference",
+            help="A co-location table (CSV as `esi calibrate` writes it, e.g. sim/data/colocation-thesis.csv) "
+            "drawn beside the runs in the slowdown and co-location figures; repeatable.",
+        ),
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="The report's title.")] = "An experiment's runs",
     namespace: NamespaceOption = None,
 ) -> None:
+    reference_tables = {path.stem: calibration.table_runtimes(_table_file(path)) for path in references or []}
     try:
         from esi.results.report import build_report  # noqa: PLC0415 (the analysis extra, only for this command)
     except ModuleNotFoundError as err:
@@ -1223,9 +1242,8 @@ def report(
         groups = _split([entry for entries in groups.values() for entry in entries], by)
     if not any(groups.values()):
         raise _fail("no runs selected", hint="`esi runs` lists the runs there are.")
-    written = build_report(
-        [RunGroup(name, entries, layout) for name, entries in groups.items()], title, datetime.now(UTC)
-    )
+    run_groups = [RunGroup(name, entries, layout) for name, entries in groups.items()]
+    written = build_report(run_groups, title, datetime.now(UTC), reference_tables)
     out.mkdir(parents=True, exist_ok=True)
     for name, content in written.files.items():
         (out / name).write_bytes(content)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from esi.resources.meta import GROUP
-from esi.results.metrics import RuntimeStats, job_runtimes
+from esi.results.metrics import JobRuntimes, RuntimeStats, job_runtimes
 from esi.results.table import RunEntry
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "read_table",
     "render_table",
     "table_configmap",
+    "table_runtimes",
 ]
 
 COLUMNS: Final = ("job", "colocated_with", "mean_runtime_s", "samples", "stdev_s")
@@ -85,6 +86,21 @@ def calibrate(entries: Iterable[RunEntry], *, time_scale: float = 1.0) -> list[T
             rows.append(TableRow.of(job, None, runtimes.alone, time_scale))
         rows.extend(TableRow.of(job, neighbour, stats, time_scale) for neighbour, stats in runtimes.beside.items())
     return rows
+
+
+def table_runtimes(rows: Iterable[TableRow]) -> dict[str, JobRuntimes]:
+    """A table's rows as each job's runtime alone and beside its neighbours, as runs give them; jobs and neighbours
+    sorted."""
+    alone: dict[str, RuntimeStats] = {}
+    beside: dict[str, dict[str, RuntimeStats]] = {}
+    for row in rows:
+        stats = RuntimeStats(row.mean_runtime_s, row.stdev_s, row.samples)
+        beside.setdefault(row.job, {})
+        if row.colocated_with is None:
+            alone[row.job] = stats
+        else:
+            beside[row.job][row.colocated_with] = stats
+    return {job: JobRuntimes(job, alone.get(job), dict(sorted(beside[job].items()))) for job in sorted(beside)}
 
 
 def _seconds(value: float | None) -> str:

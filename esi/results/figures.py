@@ -111,10 +111,12 @@ def job_colours(names: Sequence[str]) -> dict[str, str]:
     return {name: matplotlib.colors.to_hex(palette(index % palette.N)) for index, name in enumerate(sorted(set(names)))}
 
 
-def _all_jobs(groups: Sequence[RunGroup]) -> list[str]:
-    return sorted(
-        {e.job for g in groups for e in g.entries} | {c.job for g in groups for e in g.entries for c in e.colocated}
-    )
+def all_jobs(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRuntimes]] = ()) -> list[str]:
+    """Every job the groups' runs name (as runs or neighbours) and every job of ``runtimes`` (also neighbours)."""
+    entries = [e for g in groups for e in g.entries]
+    of_runs = {e.job for e in entries} | {c.job for e in entries for c in e.colocated}
+    of_runtimes = {job for r in runtimes for job in r} | {n for r in runtimes for job in r.values() for n in job.beside}
+    return sorted(of_runs | of_runtimes)
 
 
 def _origin(entries: Sequence[RunEntry]) -> float:
@@ -125,10 +127,9 @@ def _outcome_mark(outcome: RunOutcome | None) -> str:
     return outcome.value if outcome in _MARKS else "ok"
 
 
-def gantt(groups: Sequence[RunGroup]) -> Figure:
+def gantt(groups: Sequence[RunGroup], colours: Mapping[str, str]) -> Figure:
     """Slot occupancy of each group, one panel per group stacked on one time axis (seconds since its first run was
     submitted). Bars have ids ``gantt--<group>--<job>--<ok|Failed|Cancelled>``, one SVG path per run and slot."""
-    colours = job_colours(_all_jobs(groups))
     with _style():
         layouts = [slot_layout(g.entries, g.layout) for g in groups]
         heights = [max(len(layout), 1) for layout in layouts]
@@ -191,15 +192,16 @@ def _categories(runtimes: Sequence[Mapping[str, JobRuntimes]], job: str) -> list
     return [ALONE, *neighbours]
 
 
-def slowdown(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
-    """A row of panels per job, a column per group, one runtime axis per job. Bars have ids
+def slowdown(
+    titles: Sequence[str], runtimes: Sequence[Mapping[str, JobRuntimes]], colours: Mapping[str, str]
+) -> Figure:
+    """A row of panels per job, a column per group (titled ``titles``), one runtime axis per job. Bars have ids
     ``slowdown--<group>--<job>--<alone|neighbour>``, one per condition the job ran in."""
     jobs = sorted({job for group in runtimes for job in group})
-    colours = job_colours(_all_jobs(groups))
     with _style():
         rows = [_categories(runtimes, job) for job in jobs] or [[ALONE]]
         heights = [0.3 + 0.17 * len(categories) for categories in rows]
-        columns = max(len(groups), 1)
+        columns = max(len(titles), 1)
         figure = Figure(figsize=(WIDTH, min(0.6 + sum(heights) + 0.25 * len(rows), 40)), layout="constrained")
         axes = figure.subplots(len(rows), columns, squeeze=False, sharey="row", height_ratios=heights)
         for row, job in enumerate(jobs):
@@ -207,12 +209,12 @@ def slowdown(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRunt
             longest = max(
                 (s.mean + (s.stdev or 0.0) for g in runtimes if job in g for s in _stats(g[job]).values()), default=1.0
             )
-            for column, (group, stats_of) in enumerate(zip(groups, runtimes, strict=True)):
+            for column, (group_title, stats_of) in enumerate(zip(titles, runtimes, strict=True)):
                 ax = axes[row, column]
                 _slowdown_panel(ax, (column, job), categories, stats_of.get(job), colours)
                 ax.set_xlim(0, longest * 1.45)  # room for the labels right of the bars
                 if row == 0:
-                    ax.set_title(group.title, loc="left")
+                    ax.set_title(group_title, loc="left")
                 if column == 0:
                     ax.set_ylabel(job, rotation=0, ha="right", va="center", fontweight="bold")
         for ax in axes[-1]:
@@ -257,9 +259,9 @@ def _relative(job: JobRuntimes, cells: Sequence[RuntimeStats | None]) -> tuple[l
     return [c.mean / reference if c is not None else None for c in cells], job.alone is None
 
 
-def colocation(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
-    """The co-location matrix of each group as a heatmap, side by side on one colour scale. Cell labels have ids
-    ``colocation--<group>--<job>--<alone|neighbour>`` and read ``<mean> s`` over ``(<runs>)``."""
+def colocation(titles: Sequence[str], runtimes: Sequence[Mapping[str, JobRuntimes]]) -> Figure:
+    """The co-location matrix of each group (titled ``titles``) as a heatmap, side by side on one colour scale. Cell
+    labels have ids ``colocation--<group>--<job>--<alone|neighbour>`` and read ``<mean> s`` over ``(<runs>)``."""
     tables = []
     for stats_of in runtimes:
         jobs, neighbours, cells = colocation_matrix(stats_of)
@@ -272,9 +274,11 @@ def colocation(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRu
         widest = max((len(columns) for _, columns, _, _ in tables), default=1)
         tallest = max((len(jobs) for jobs, _, _, _ in tables), default=1)
         figure = Figure(figsize=(WIDTH, 1.6 + 0.42 * tallest), layout="constrained")
-        axes = figure.subplots(1, max(len(groups), 1), squeeze=False)[0]
+        axes = figure.subplots(1, max(len(titles), 1), squeeze=False)[0]
         image = None
-        for index, (group, ax, (jobs, columns, rows, relative)) in enumerate(zip(groups, axes, tables, strict=True)):
+        for index, (group_title, ax, (jobs, columns, rows, relative)) in enumerate(
+            zip(titles, axes, tables, strict=True)
+        ):
             grid = [[v if v is not None else float("nan") for v in rel] for rel, _ in relative]
             image = ax.imshow(grid or [[float("nan")]], cmap="YlOrRd", norm=norm, aspect="auto")
             for y, (job, row) in enumerate(zip(jobs, rows, strict=True)):
@@ -291,7 +295,7 @@ def colocation(groups: Sequence[RunGroup], runtimes: Sequence[Mapping[str, JobRu
             ax.set_yticks(range(len(jobs)), marked)
             ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right")
             ax.tick_params(length=0)
-            ax.set_title(group.title, loc="left")
+            ax.set_title(group_title, loc="left")
             ax.set_xlabel("beside")
         if image is not None:
             bar = figure.colorbar(image, ax=list(axes), shrink=0.9)

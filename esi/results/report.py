@@ -2,7 +2,10 @@
 the files a paper uses — each figure as SVG and PDF, the headline figures as CSV and JSON.
 
 Groups of runs (one per Scheduling, selector or file) are reported side by side: a column each in the summary
-and co-location tables, a panel each in the figures (``esi.results.figures``). Pure: runs in, files' bytes out.
+and co-location tables, a panel each in the figures (``esi.results.figures``). Reference tables (co-location
+tables such as the thesis', ``esi.results.calibration``) follow the groups in the slowdown and co-location
+figures and tables, for comparison; they have no runs, so no Gantt chart or summary. Pure: runs in, files' bytes
+out.
 """
 
 from __future__ import annotations
@@ -134,16 +137,24 @@ def _summary_csv(summaries: Mapping[str, Summary]) -> bytes:
     return out.getvalue().encode()
 
 
-def build_report(groups: Sequence[RunGroup], title: str, generated: datetime | None = None) -> Report:
-    """The report of ``groups`` side by side; ``generated``: when, as the page says (None: not said)."""
+def build_report(
+    groups: Sequence[RunGroup],
+    title: str,
+    generated: datetime | None = None,
+    references: Mapping[str, Mapping[str, JobRuntimes]] | None = None,
+) -> Report:
+    """The report of ``groups`` side by side, then the ``references`` tables by title; ``generated``: when, as the
+    page says (None: not said)."""
     if not groups:
         raise ValueError("a report needs at least one group of runs")
     summaries = {group.title: summary(group.entries, group.layout) for group in groups}
-    runtimes = [job_runtimes(group.entries) for group in groups]
+    panels = {group.title: job_runtimes(group.entries) for group in groups} | dict(references or {})
+    titles, runtimes = list(panels), list(panels.values())
+    colours = figures.job_colours(figures.all_jobs(groups, runtimes))
     drawn = {
-        "gantt": figures.gantt(groups),
-        "slowdown": figures.slowdown(groups, runtimes),
-        "colocation": figures.colocation(groups, runtimes),
+        "gantt": figures.gantt(groups, colours),
+        "slowdown": figures.slowdown(titles, runtimes, colours),
+        "colocation": figures.colocation(titles, runtimes),
     }
     files: dict[str, bytes] = {}
     sections = []
@@ -154,9 +165,7 @@ def build_report(groups: Sequence[RunGroup], title: str, generated: datetime | N
             f'<h2>{html.escape(FIGURES[name][0])}</h2>\n<figure id="{name}">{_inline(rendered.svg, name)}'
             f"<figcaption>{html.escape(FIGURES[name][1])}</figcaption></figure>"
         )
-    tables = "\n".join(
-        f"<h3>{html.escape(group.title)}</h3>{_colocation_table(r)}" for group, r in zip(groups, runtimes, strict=True)
-    )
+    tables = "\n".join(f"<h3>{html.escape(name)}</h3>{_colocation_table(r)}" for name, r in panels.items())
     when = f", generated {generated.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if generated is not None else ""
     note = f"{sum(len(g.entries) for g in groups):,} runs in {len(groups)} group(s){when}."
     page = _PAGE.substitute(

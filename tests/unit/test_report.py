@@ -189,3 +189,48 @@ def test_esi_report_without_matplotlib_says_how_to_install_it(tmp_path: Path, mo
     result = CliRunner().invoke(app, ["report", "--from", str(runs), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert "pip install 'esi[analysis]'" in " ".join(result.output.split())
+
+
+# ---------------------------------------------------------------------------------------------- reference tables
+
+REFERENCE = "job,colocated_with,mean_runtime_s,samples,stdev_s\nx,-,100,3,2\nx,w,150,2,\nw,x,90,1,\n"
+
+
+def test_a_reference_table_is_drawn_beside_the_runs_in_slowdown_and_colocation(tmp_path: Path) -> None:
+    table = tmp_path / "thesis.csv"
+    table.write_text(REFERENCE)
+    out = tmp_path / "out"
+    args = ["report", "--from", str(runs_file(tmp_path / "runs.json", FIRST)), "--reference", str(table)]
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    cells = {
+        gid: " ".join(t.strip() for t in g.itertext() if t.strip())
+        for gid, g in elements((out / "colocation.svg").read_bytes(), "colocation--1--").items()
+    }
+    assert cells == {
+        "colocation--1--w--x": "90 s (1)",
+        "colocation--1--x--alone": "100 s (3)",
+        "colocation--1--x--w": "150 s (2)",
+    }
+    assert sorted(elements((out / "slowdown.svg").read_bytes(), "slowdown--1--")) == [
+        "slowdown--1--w--x",
+        "slowdown--1--x--alone",
+        "slowdown--1--x--w",
+    ]
+    page = (out / "report.html").read_text()
+    assert "<h3>thesis</h3>" in page
+    assert list(json.loads((out / "summary.json").read_text())) == ["runs"]  # a table has no runs to sum up
+
+
+def test_a_reference_table_that_cannot_be_read_is_refused_before_anything_is_drawn(tmp_path: Path) -> None:
+    table = tmp_path / "bad.csv"
+    table.write_text("job,colocated_with,mean_runtime_s,samples\nx,-,soon,1\n")
+    out = tmp_path / "out"
+    runs = runs_file(tmp_path / "runs.json", FIRST)
+    for reference, says in ((table, "field mean_runtime_s"), (tmp_path / "missing.csv", "cannot read")):
+        result = CliRunner().invoke(
+            app, ["report", "--from", str(runs), "--reference", str(reference), "--out", str(out)]
+        )
+        assert result.exit_code == 2, result.output
+        assert says in " ".join(result.output.split())
+    assert not out.exists()
