@@ -2,9 +2,10 @@
 
 **The distribution** (``spark_home``) is what PyPI's ``pyspark`` (the ``spark`` pin of ``[tool.esi.toolchain]``)
 ships: Spark's ``jars/``, ``bin/`` and ``sbin/``, laid out as a ``SPARK_HOME``. Maven Central does not carry
-Spark's examples jar for Spark 2 and later, so ``examples/jars/spark-examples.jar`` holds esi's own SparkPi
-(``SPARK_PI_SOURCE``), compiled with the Scala compiler that Spark's own ``jars/`` contain, under the class name
-and path that manifests written for Spark's image use (``org.apache.spark.examples.SparkPi``). The local Spark
+Spark's examples jar for Spark 2 and later, so ``examples/jars/spark-examples.jar`` holds esi's own examples
+(``EXAMPLE_SOURCES``, ``spark_examples/*.scala``: SparkPi, CPU-bound; GroupByTest, shuffle-heavy; SparkLR,
+iterative over cached data), compiled with the Scala compiler that Spark's own ``jars/`` contain, under the class
+names and path that manifests written for Spark's image use (``org.apache.spark.examples.SparkPi``). The local Spark
 operator submits with this distribution, and the image carries the same files: one place for both.
 
 **The image** (``spark_image``, ``esi.local/spark:<spark version>-<digest>``) is Debian's Java runtime
@@ -34,10 +35,10 @@ from infra.toolchain import commands
 
 __all__ = [
     "ENTRYPOINT",
+    "EXAMPLES_JAR",
+    "EXAMPLE_SOURCES",
     "IMAGE_NAME",
     "SPARK_PI_CLASS",
-    "SPARK_PI_JAR",
-    "SPARK_PI_SOURCE",
     "SparkImageError",
     "cache_dir",
     "spark_home",
@@ -48,35 +49,9 @@ __all__ = [
 IMAGE_NAME: Final = "spark"  # esi.local/spark:<tag>
 IMAGE_SPARK_HOME: Final = "/opt/spark"
 SPARK_PI_CLASS: Final = "org.apache.spark.examples.SparkPi"
-SPARK_PI_JAR: Final = "examples/jars/spark-examples.jar"  # relative to SPARK_HOME
+EXAMPLES_JAR: Final = "examples/jars/spark-examples.jar"  # relative to SPARK_HOME
 
-SPARK_PI_SOURCE: Final = """\
-package org.apache.spark.examples
-
-import org.apache.spark.sql.SparkSession
-
-/** Estimates pi by throwing darts at the unit square: the share inside the quarter circle is pi / 4.
-  * Arguments: the number of partitions (default 2), each throwing 100000 darts, and the milliseconds each
-  * partition's task waits before it throws (default 0), so that a run can be made to last. */
-object SparkPi {
-  def main(args: Array[String]): Unit = {
-    val session = SparkSession.builder().appName("Spark Pi").getOrCreate()
-    val partitions = args.headOption.map(_.toInt).getOrElse(2)
-    val pause = args.lift(1).map(_.toLong).getOrElse(0L)
-    val darts = math.min(100000L * partitions, Int.MaxValue.toLong).toInt
-    val hits = session.sparkContext
-      .parallelize(0 until darts, partitions)
-      .mapPartitions { throws => Thread.sleep(pause); throws }
-      .filter { _ =>
-        val (x, y) = (2 * math.random() - 1, 2 * math.random() - 1)
-        x * x + y * y <= 1
-      }
-      .count()
-    println(s"Pi is roughly ${4.0 * hits / darts}")
-    session.stop()
-  }
-}
-"""
+EXAMPLE_SOURCES: Final = tuple(sorted((Path(__file__).parent / "spark_examples").glob("*.scala")))
 
 # The container entry point of the image. Spark's Kubernetes backend starts the driver pod with
 # `driver <spark-submit arguments>` and each executor pod with `executor`, and passes the rest in the
@@ -159,14 +134,15 @@ def _run(cmd: Sequence[str | Path], what: str, *, timeout: float = 900, cwd: Pat
 
 
 def spark_home(pins: dict[str, str] | None = None) -> Path:
-    """The Spark distribution of the pinned version, with esi's SparkPi; built once."""
+    """The Spark distribution of the pinned version, with esi's examples; built once."""
     version = spark_version(pins)
-    steps = recipe(_unpack_pyspark, _compile_spark_pi)
-    final = cache_dir() / f"spark-{version}-{digest(version, SPARK_PI_SOURCE, steps)}"
+    steps = recipe(_unpack_pyspark, _compile_examples)
+    sources = "".join(source.read_text() for source in EXAMPLE_SOURCES)
+    final = cache_dir() / f"spark-{version}-{digest(version, sources, steps)}"
     with building(final) as scratch:
         if scratch is not None:
             _unpack_pyspark(version, scratch)
-            _compile_spark_pi(scratch)
+            _compile_examples(scratch)
     return final
 
 
@@ -185,25 +161,21 @@ def _unpack_pyspark(version: str, home: Path) -> None:
     (home / "conf").mkdir()
 
 
-def _compile_spark_pi(home: Path) -> None:
+def _compile_examples(home: Path) -> None:
     java = host_java_home() / "bin" / "java"
     jars = home / "jars"
     compiler = [
         next(jars.glob(f"{name}-2.*.jar"), None) for name in ("scala-compiler", "scala-library", "scala-reflect")
     ]
     if None in compiler:
-        raise SparkImageError(f"Spark's jars in {jars} hold no Scala compiler; cannot compile SparkPi")
-    source_dir = home / ".spark-pi"
-    source_dir.mkdir()
-    (source_dir / "SparkPi.scala").write_text(SPARK_PI_SOURCE)
-    target = home / SPARK_PI_JAR
+        raise SparkImageError(f"Spark's jars in {jars} hold no Scala compiler; cannot compile the examples")
+    target = home / EXAMPLES_JAR
     target.parent.mkdir(parents=True)
     scalac = [str(java), "-cp", ":".join(str(j) for j in compiler), "scala.tools.nsc.Main", "-nowarn"]
     _run(
-        [*scalac, "-classpath", f"{jars}/*", "-d", str(target), str(source_dir / "SparkPi.scala")],
-        "compile SparkPi with Spark's Scala compiler",
+        [*scalac, "-classpath", f"{jars}/*", "-d", str(target), *(str(source) for source in EXAMPLE_SOURCES)],
+        "compile esi's Spark examples with Spark's Scala compiler",
     )
-    shutil.rmtree(source_dir)
 
 
 def spark_image(pins: dict[str, str] | None = None) -> images.BuiltImage:

@@ -35,7 +35,7 @@ from esi.client import EsiClient
 from esi.resources.crds import DEFINITIONS
 from infra import images
 from infra.images.esi import esi_image
-from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
+from infra.images.spark import EXAMPLES_JAR, SPARK_PI_CLASS, spark_image, spark_version
 from infra.local_cluster import LocalCluster
 from infra.local_cluster.network import ClusterNetwork
 from infra.local_cluster.real_node import RealNode, RealNodeSpec
@@ -166,7 +166,7 @@ def the_jobs() -> list[dict[str, Any]]:
                 "image": spark_image().reference,
                 "imagePullPolicy": "Never",
                 "mainClass": SPARK_PI_CLASS,
-                "mainApplicationFile": f"local:///opt/spark/{SPARK_PI_JAR}",
+                "mainApplicationFile": f"local:///opt/spark/{EXAMPLES_JAR}",
                 "arguments": ["2"],
                 "driver": {
                     "serviceAccount": "spark",

@@ -4,7 +4,7 @@ directory runs to completion after the next ``up``; removing its file removes it
 no process and no file behind, also with a Scheduling made outside the stack still there.
 
 Where this machine can run real nodes, the stack has one, and the repository's own manifests for namespace
-``real`` (its Testbed, a SparkPi and a Flink WordCount BatchJob) run for real on it: the real Spark operator
+``real`` (its Testbed, three Spark BatchJobs and a Flink WordCount) run for real on it: the real Spark operator
 and the Flink stand-in act there, the simulator does not.
 
 The stack is the test's own: its own cluster name, work directory, ports, manifests directory and Pulumi
@@ -85,18 +85,19 @@ def real_namespace_manifests() -> list[dict[str, Any]]:
 
 
 def run_on_the_real_node(esi: EsiClient, cluster: LocalCluster, node: RealNode) -> None:
-    """A queue of the committed real jobs on the committed real Testbed: both complete, each ran on the node."""
+    """A queue of the committed real jobs on the committed real Testbed: all complete, each ran on the node."""
     jobs = sorted(d["metadata"]["name"] for d in real_namespace_manifests() if d["kind"] == "BatchJob")
-    assert len(jobs) == 2, jobs
-    esi.submit_queue("both", REAL, jobs)
-    done = esi.wait_for_scheduling("both", timeout=300)
+    assert len(jobs) == 4, jobs
+    esi.submit_queue("all", REAL, jobs)
+    done = esi.wait_for_scheduling("all", timeout=900)
     assert {j.name: j.state for j in done.job_status} == dict.fromkeys(jobs, "Completed")
     for job in jobs:
         status = json.loads(cluster.kubectl("get", "batchjob", job, "-n", REAL, "-o", "json"))["status"]
         run = status["runs"][-1]
         assert (run["outcome"], run["nodes"]) == ("Succeeded", [node.name]), run
     logs = "".join(p.read_text(errors="replace") for p in node.pod_logs.rglob("*.log"))
-    assert "Pi is roughly 3.1" in logs, "the Spark driver's output"
+    for output in ("Pi is roughly 3.1", "Groups: ", "Weights' norm: "):
+        assert output in logs, f"a Spark driver's output {output!r}"
     sim_log = (cluster.logs_dir / f"{processes.SIM.name}.log").read_text(errors="replace")
     assert f"{REAL}/" not in sim_log, "the simulator acted in the namespace of the real operators"
 

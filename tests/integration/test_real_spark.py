@@ -38,7 +38,7 @@ from lightkube.resources.core_v1 import Pod
 from esi.objects.applications import SPARK
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_GHOST, ROLE_LABEL, SLOT_ANNOTATION
 from infra import images
-from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_image, spark_version
+from infra.images.spark import EXAMPLES_JAR, SPARK_PI_CLASS, spark_image, spark_version
 from infra.local_cluster import LocalCluster, NodeSpec
 from infra.local_cluster.real_node import RealNode, RealNodeSpec, pod_api_server_url
 from infra.local_cluster.real_node import unavailable_reason as real_nodes_unavailable
@@ -179,7 +179,7 @@ def sparkpi_job(
         "image": spark.image,
         "imagePullPolicy": "Never",  # imported into the node: no registry is reachable
         "mainClass": main_class,
-        "mainApplicationFile": f"local:///opt/spark/{SPARK_PI_JAR}",
+        "mainApplicationFile": f"local:///opt/spark/{EXAMPLES_JAR}",
         "arguments": list(arguments),
         # The driver's JVM is held to half a core (a cpu limit), as the executors are by their slots: the 2-core
         # machine runs the rest of the suite beside it.

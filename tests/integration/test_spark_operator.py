@@ -31,7 +31,7 @@ from esi.objects.names import (
 )
 from esi.resources.batchjob import BatchJob
 from esi.resources.quantity import Quantity
-from infra.images.spark import SPARK_PI_CLASS, SPARK_PI_JAR, spark_version
+from infra.images.spark import EXAMPLES_JAR, SPARK_PI_CLASS, spark_version
 from infra.local_cluster import LocalCluster
 from infra.stacks.spark_operator import DRIVER_SERVICE_ACCOUNT, driver_rbac, start_operator, unavailable_reason
 from tests.integration.kube import get_or_none, namespace_manifest, wait_for
@@ -89,7 +89,7 @@ def sparkpi_application(name: str) -> dict[str, Any]:
         "image": "esi.local/spark:test",
         "imagePullPolicy": "Never",
         "mainClass": SPARK_PI_CLASS,
-        "mainApplicationFile": f"local:///opt/spark/{SPARK_PI_JAR}",
+        "mainApplicationFile": f"local:///opt/spark/{EXAMPLES_JAR}",
         "arguments": ["4"],
         "driver": {"serviceAccount": DRIVER_SERVICE_ACCOUNT, "cores": 1, "memory": "512m"},
         "executor": {"template": copy.deepcopy(EXECUTOR_TEMPLATE)},
