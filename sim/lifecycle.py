@@ -26,6 +26,10 @@ the JobManager runs; the JobManager and TaskManagers stay after the job ends, un
 deleted (the operator's ``execution.shutdown-on-application-finish: false``); a JobManager Deployment deleted
 before the job ended is deployed again.
 
+**Start-up**: the executors (TaskManagers) are created no earlier than the application's creation plus its job's
+start-up (``sim.runtime`` has the rule), a moment decided when they are first due and kept in an annotation; a model
+without start-ups creates them at once.
+
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
 next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
 annotations before anything else, so it survives restarts. A job whose executors arrive on those nodes later
@@ -59,6 +63,7 @@ from sim.crds import SPARK
 from sim.names import (
     COLOCATED_ANNOTATION,
     ENDS_AT_ANNOTATION,
+    EXECUTORS_AT_ANNOTATION,
     FAILURE_ANNOTATION,
     FLINK_FAIL_ATTEMPTS,
     SPARK_FAIL_ATTEMPTS,
@@ -76,6 +81,8 @@ from sim.pods import (
     flink_taskmanager_name,
     flink_taskmanager_number,
     flink_taskmanager_pod,
+    pod_view,
+    required_nodes,
     spark_application_id,
     spark_driver_name,
     spark_driver_pod,
@@ -336,6 +343,24 @@ class _Step:
         self.run = plan
         return plan
 
+    def executors_due(self, settings: SimSettings, manifests: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether the executors of ``manifests`` (those to create) may be created now: once the application's
+        start-up is over, a moment decided the first time (next to the jobs on the nodes they are bound for) and
+        recorded; until then, wake up at that moment."""
+        due = _moment(self.recorded.get(EXECUTORS_AT_ANNOTATION))
+        if due is None and manifests:
+            views = [view for manifest in manifests if (view := pod_view(manifest)) is not None]
+            nodes = {node for manifest in manifests for node in required_nodes(manifest)}
+            startup = settings.model.startup_delay(views[0].job if views else self.ref.name, self._neighbours_on(nodes))
+            created = _moment((self.app.get("metadata") or {}).get("creationTimestamp")) or self.now
+            if startup > timedelta(0) and created + startup > self.now:
+                due = created + startup
+                self.annotations[EXECUTORS_AT_ANNOTATION] = due.isoformat()
+        if due is not None and self.now < due:
+            self.wake_at = due
+            return False
+        return True
+
     def slow_down_for_arrivals(self, settings: SimSettings, executors: Sequence[PodView]) -> None:
         """The run in progress, replanned if jobs arrived on its executors' nodes since it was planned."""
         if self.run is None or self.now >= self.run.ends_at:
@@ -351,7 +376,10 @@ class _Step:
 
     def _neighbours(self, executors: Sequence[PodView]) -> set[str]:
         """The jobs of other applications' executors on the nodes of ``executors``."""
-        nodes = {pod.node for pod in executors if pod.node is not None}
+        return self._neighbours_on({pod.node for pod in executors if pod.node is not None})
+
+    def _neighbours_on(self, nodes: Iterable[str]) -> set[str]:
+        """The jobs of other applications' executors on ``nodes`` whose runs are not over."""
         return {
             executor.job
             for node in nodes
@@ -366,8 +394,17 @@ class _Step:
         if self.status != self.original:
             actions.append(WriteStatus(self.status))
         if self.run is not None and self.now < self.run.ends_at:
-            self.wake_at = self.run.ends_at
+            self.wake_at = min(self.run.ends_at, self.wake_at or self.run.ends_at)
         return Decision(tuple(actions), tuple(self.events), self.wake_at)
+
+
+def _moment(text: object) -> datetime | None:
+    """An ISO 8601 time (a recorded annotation, a creationTimestamp); None if absent or unreadable."""
+    try:
+        moment = datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 def _time(moment: datetime) -> str:
@@ -461,9 +498,11 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
         return
     step.delete(executors[name] for name in lost if name in executors)  # Spark removes a lost executor's pod
     wanted = _wanted_executors(step.app, count, lost)
-    for number, name in wanted.items():
-        if name not in executors:
-            step.create(spark_executor_pod(step.app, number, driver))
+    missing = [spark_executor_pod(step.app, number, driver) for number, name in wanted.items() if name not in executors]
+    if not step.executors_due(settings, missing):
+        return
+    for manifest in missing:
+        step.create(manifest)
     live = [executors[name] for name in wanted.values() if name in executors]
     if step.run is None and len(live) == len(wanted) and all(pod.running for pod in live):
         step.start_run(settings, live)
@@ -643,15 +682,17 @@ def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -
         or pod.ended
     }
     if lost and step.run is not None and not _flink_restarts(step.app):
-        number, name = min(lost.items())
+        _, name = min(lost.items())
         _flink_finish(step, f"TaskManager lost: {name} {_how_lost(taskmanagers.get(name))}")
         return
     step.delete(taskmanagers[name] for name in lost.values() if name in taskmanagers)
     numbers = (n for n in itertools.count(1) if n not in lost)
     wanted = {flink_taskmanager_name(step.ref.name, n): n for n in itertools.islice(numbers, count)}
-    for name, number in wanted.items():
-        if name not in taskmanagers:
-            step.create(flink_taskmanager_pod(step.app, number, deployment))
+    missing = [flink_taskmanager_pod(step.app, n, deployment) for name, n in wanted.items() if name not in taskmanagers]
+    if not step.executors_due(settings, missing):
+        return
+    for manifest in missing:
+        step.create(manifest)
     live = [taskmanagers[name] for name in wanted if name in taskmanagers]
     if step.run is None and len(live) == count and all(pod.running for pod in live):
         step.start_run(settings, live)

@@ -74,6 +74,7 @@ __all__ = [
     "flink_taskmanager_pod",
     "node_executor",
     "pod_view",
+    "required_nodes",
     "spark_application_id",
     "spark_driver_name",
     "spark_driver_pod",
@@ -519,6 +520,20 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         node=spec.get("nodeName") or None,
         terminating=metadata.get("deletionTimestamp") is not None,
         containers=tuple((c.get("name", ""), c.get("image", "")) for c in spec.get("containers") or ()),
+    )
+
+
+def required_nodes(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The nodes a pod must go to by name: those its required node affinity's terms name in ``matchFields`` (esi
+    names the nodes of an executor's slots so); empty when it names none."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+    return frozenset(
+        name
+        for term in terms
+        for field in term.get("matchFields") or ()
+        if field.get("key") == "metadata.name" and field.get("operator") == "In"
+        for name in field.get("values") or ()
     )
 
 
