@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -89,7 +90,7 @@ __all__ = [
 ]
 
 FIELD_MANAGER: Final = "esi-bench-sim-vs-real"
-NODE_LABEL: Final = "esi.bench/sim-vs-real"  # + "-<sim namespace>" on the simulated Testbed's nodes
+NODE_LABEL: Final = "sim-vs-real.esi.bench"  # /<sim namespace>: the simulated Testbed's node label
 TESTBED_READY: Final = "SUCCESS"  # every slot free
 FINAL_STATES: Final = ("Completed", "Failed")
 # A simulated application's spec for recover: the simulator reads only the job's name (``sim.runtime``).
@@ -310,7 +311,7 @@ class Shape:
 
 def _simulated_testbed(kube: Client, esi: EsiClient, shape: Shape, namespace: str, testbed: str) -> None:
     """KWOK nodes of ``shape`` labelled for ``namespace``'s Testbed ``testbed``, and the Testbed, once Ready."""
-    label = f"{NODE_LABEL}-{namespace}"
+    label = f"{NODE_LABEL}/{namespace}"
     specs = [
         NodeSpec(f"{namespace}-{i}", cpu=cpu, memory=memory, labels={label: str(i)})
         for i, (cpu, memory) in enumerate(shape.nodes)
@@ -344,6 +345,16 @@ def _simulated_testbed(kube: Client, esi: EsiClient, shape: Shape, namespace: st
         },
     )
     _testbed_free(esi, testbed)
+
+
+def _remove_simulated_testbed(kube: Client, namespace: str, testbed: str) -> None:
+    """The simulated Testbed and its nodes deleted (the namespace, its jobs, table and Runs stay)."""
+    with contextlib.suppress(ApiError):
+        kube.delete(TestbedResource, testbed, namespace=namespace)
+    for node in kube.list(NodeObjects, labels={f"{NODE_LABEL}/{namespace}": exists()}):
+        name = node.metadata.name if node.metadata else None
+        if name:
+            kube.delete(NodeObjects, name)
 
 
 def _namespace(kube: Client, namespace: str, table: str, time_scale: float) -> None:
@@ -478,6 +489,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-real", type=Path, metavar="RUNS", help="the real queue's runs from this file")
     parser.add_argument("--real-runs", type=Path, metavar="FILE", help="keep the real queue's runs in this file")
     parser.add_argument("--out", type=Path, help="write the figures to this file (.json or .csv)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the simulated Testbed and its nodes (default: deleted at the end)"
+    )
     parser.add_argument("--table", type=Path, help="recover: the table to give the simulator (CSV)")
     parser.add_argument("--samples", type=int, default=2, help="recover: runs of each pair (default: 2)")
     parser.add_argument(
@@ -530,9 +544,13 @@ def _compare(args: argparse.Namespace) -> None:
         shape = Shape.of(kube, args.namespace, args.testbed)
         _namespace(kube, args.sim_namespace, table, time_scale)
         _copy_jobs(kube, args.namespace, args.sim_namespace)
-        _simulated_testbed(kube, simulated, shape, args.sim_namespace, args.testbed)
-        print(f"simulated (time scale {time_scale:g}): {','.join(queue)}", file=sys.stderr)
-        runs = _run_queue(simulated, args.testbed, queue, args.timeout)
+        try:
+            _simulated_testbed(kube, simulated, shape, args.sim_namespace, args.testbed)
+            print(f"simulated (time scale {time_scale:g}): {','.join(queue)}", file=sys.stderr)
+            runs = _run_queue(simulated, args.testbed, queue, args.timeout)
+        finally:
+            if not args.keep:
+                _remove_simulated_testbed(kube, args.sim_namespace, args.testbed)
     figures = compare(QueueFigures.of(recorded), QueueFigures.of(runs, time_scale))
     print(f"{len(recorded)} real runs, {len(runs)} simulated runs (time scale {time_scale:g})")
     print(render(figures))
@@ -554,17 +572,21 @@ def _recover(args: argparse.Namespace) -> None:
     _simulated_jobs(kube, namespace, jobs)
     shape = Shape((("4", "8Gi"),), 2, {"cpu": "500m", "memory": "1Gi"}, None)
     rounds = args.samples * len(jobs) * (len(jobs) - 1) // 2
+    settings = Settings(profiler_testbed=testbed, rounds=rounds, time_scale=time_scale, retry_delay=1)
+
+    async def profile() -> None:
+        async with AsyncEsiClient(args.url, token=args.token, namespace=namespace) as client:
+            await run(client, settings, ["profiler"])
+
     with EsiClient(args.url, token=args.token, namespace=namespace, timeout=30) as esi:
-        _simulated_testbed(kube, esi, shape, namespace, testbed)
-        print(f"profiling {len(jobs)} jobs: {rounds} rounds at time scale {time_scale:g}", file=sys.stderr)
-        settings = Settings(profiler_testbed=testbed, rounds=rounds, time_scale=time_scale, retry_delay=1)
-
-        async def profile() -> None:
-            async with AsyncEsiClient(args.url, token=args.token, namespace=namespace) as client:
-                await run(client, settings, ["profiler"])
-
-        asyncio.run(profile())
-        _wait("the profiling Schedulings gone", lambda: not esi.schedulings(), timeout=120)
+        try:
+            _simulated_testbed(kube, esi, shape, namespace, testbed)
+            print(f"profiling {len(jobs)} jobs: {rounds} rounds at time scale {time_scale:g}", file=sys.stderr)
+            asyncio.run(profile())
+            _wait("the profiling Schedulings gone", lambda: not esi.schedulings(), timeout=120)
+        finally:
+            if not args.keep:
+                _remove_simulated_testbed(kube, namespace, testbed)
         entries = list(esi.runs(RunFilter(testbed=[testbed], since=started)))
     found = calibrate(entries, time_scale=time_scale)
     print(f"{len(entries)} simulated runs (time scale {time_scale:g})")
