@@ -26,9 +26,10 @@ the JobManager runs; the JobManager and TaskManagers stay after the job ends, un
 deleted (the operator's ``execution.shutdown-on-application-finish: false``); a JobManager Deployment deleted
 before the job ended is deployed again.
 
-**Start-up**: the executors (TaskManagers) are created no earlier than the application's creation plus its job's
-start-up (``sim.runtime`` has the rule), a moment decided when they are first due and kept in an annotation; a model
-without start-ups creates them at once.
+**Start-up**: the executors (TaskManagers) are created no earlier than the application's first sight (its creation,
+as the watch brings it within milliseconds; ``creationTimestamp`` has whole seconds only) plus its job's start-up
+(``sim.runtime`` has the rule), a moment decided then and kept in an annotation; a model without start-ups creates
+them at once.
 
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
 next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
@@ -76,13 +77,12 @@ from sim.pods import (
     NodeExecutor,
     PodRole,
     PodView,
+    executor_placement,
     flink_jobmanager_deployment,
     flink_taskmanager_count,
     flink_taskmanager_name,
     flink_taskmanager_number,
     flink_taskmanager_pod,
-    pod_view,
-    required_nodes,
     spark_application_id,
     spark_driver_name,
     spark_driver_pod,
@@ -343,19 +343,20 @@ class _Step:
         self.run = plan
         return plan
 
-    def executors_due(self, settings: SimSettings, manifests: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether the executors of ``manifests`` (those to create) may be created now: once the application's
-        start-up is over, a moment decided the first time (next to the jobs on the nodes they are bound for) and
-        recorded; until then, wake up at that moment."""
+    def plan_startup(self, settings: SimSettings) -> None:
+        """On first sight of the application: when its executors are due, its job's start-up from now, next to the
+        jobs on the nodes they are bound for (recorded; nothing when the model gives no start-up)."""
+        placement = executor_placement(self.app)
+        if placement is None or EXECUTORS_AT_ANNOTATION in self.recorded:
+            return
+        job, nodes = placement
+        startup = settings.model.startup_delay(job, self._neighbours_on(nodes))
+        if startup > timedelta(0):
+            self.annotations[EXECUTORS_AT_ANNOTATION] = (self.now + startup).isoformat()
+
+    def executors_due(self) -> bool:
+        """Whether the executors may be created now: once the recorded start-up is over; until then, wake up then."""
         due = _moment(self.recorded.get(EXECUTORS_AT_ANNOTATION))
-        if due is None and manifests:
-            views = [view for manifest in manifests if (view := pod_view(manifest)) is not None]
-            nodes = {node for manifest in manifests for node in required_nodes(manifest)}
-            startup = settings.model.startup_delay(views[0].job if views else self.ref.name, self._neighbours_on(nodes))
-            created = _moment((self.app.get("metadata") or {}).get("creationTimestamp")) or self.now
-            if startup > timedelta(0) and created + startup > self.now:
-                due = created + startup
-                self.annotations[EXECUTORS_AT_ANNOTATION] = due.isoformat()
         if due is not None and self.now < due:
             self.wake_at = due
             return False
@@ -459,6 +460,7 @@ def _spark(step: _Step, settings: SimSettings) -> None:
     elif step.run is not None and step.now >= step.run.ends_at:
         _spark_finish(step, step.run.failure)
     elif state == "":
+        step.plan_startup(settings)
         _spark_submit(step, driver)
     else:
         _spark_run(step, settings, driver, running_before=state == "RUNNING")
@@ -498,11 +500,11 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
         return
     step.delete(executors[name] for name in lost if name in executors)  # Spark removes a lost executor's pod
     wanted = _wanted_executors(step.app, count, lost)
-    missing = [spark_executor_pod(step.app, number, driver) for number, name in wanted.items() if name not in executors]
-    if not step.executors_due(settings, missing):
+    if not step.executors_due():
         return
-    for manifest in missing:
-        step.create(manifest)
+    for number, name in wanted.items():
+        if name not in executors:
+            step.create(spark_executor_pod(step.app, number, driver))
     live = [executors[name] for name in wanted.values() if name in executors]
     if step.run is None and len(live) == len(wanted) and all(pod.running for pod in live):
         step.start_run(settings, live)
@@ -611,6 +613,7 @@ def _flink(step: _Step, settings: SimSettings) -> None:
     if step.run is not None and step.now >= step.run.ends_at:
         _flink_finish(step, step.run.failure)
     elif lifecycle == "":
+        step.plan_startup(settings)
         step.status.update(
             {
                 "lifecycleState": "CREATED",
@@ -688,11 +691,11 @@ def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -
     step.delete(taskmanagers[name] for name in lost.values() if name in taskmanagers)
     numbers = (n for n in itertools.count(1) if n not in lost)
     wanted = {flink_taskmanager_name(step.ref.name, n): n for n in itertools.islice(numbers, count)}
-    missing = [flink_taskmanager_pod(step.app, n, deployment) for name, n in wanted.items() if name not in taskmanagers]
-    if not step.executors_due(settings, missing):
+    if not step.executors_due():
         return
-    for manifest in missing:
-        step.create(manifest)
+    for name, number in wanted.items():
+        if name not in taskmanagers:
+            step.create(flink_taskmanager_pod(step.app, number, deployment))
     live = [taskmanagers[name] for name in wanted if name in taskmanagers]
     if step.run is None and len(live) == count and all(pod.running for pod in live):
         step.start_run(settings, live)

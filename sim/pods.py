@@ -67,6 +67,7 @@ __all__ = [
     "PodView",
     "deployment_view",
     "ended_pod_status",
+    "executor_placement",
     "flink_jobmanager_deployment",
     "flink_taskmanager_count",
     "flink_taskmanager_name",
@@ -521,6 +522,23 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         terminating=metadata.get("deletionTimestamp") is not None,
         containers=tuple((c.get("name", ""), c.get("image", "")) for c in spec.get("containers") or ()),
     )
+
+
+def executor_placement(app: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """The job of the application's executors (TaskManagers), for the workload model, and the nodes they must go to
+    by name (``required_nodes``), known from the spec before any pod exists; None when the spec cannot become an
+    executor (its submission fails then)."""
+    ref = AppRef.of(app)
+    try:
+        if ref.type == SPARK:
+            head = PodView(spark_driver_name(ref.name), "", ref.uid, PodRole.DRIVER, ref.name)
+            manifest = spark_executor_pod(app, 1, head)
+        else:
+            manifest = flink_taskmanager_pod(app, 1, DeploymentView(ref.name, "", ref.uid))
+    except SpecError:
+        return None
+    view = pod_view(manifest)
+    return None if view is None else (view.job, required_nodes(manifest))
 
 
 def required_nodes(pod: Mapping[str, Any]) -> frozenset[str]:

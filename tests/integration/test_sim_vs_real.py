@@ -4,7 +4,8 @@ recorded "real" queue (a synthetic runs file) calibrates the table, the same que
 
 The simulator runs every other namespace at the session's ``TIME_SCALE``; the benchmark's namespace runs at the time
 scale its ConfigMap sets, so the simulated seconds, divided by it, are those of the table: runtimes within a few
-tenths of a second of the calibrated ones are checked, start-up included (esi's own overhead per run is what is left).
+tenths of a second of the calibrated ones are checked, start-up included (esi's own overhead per run is what is
+left). ``recover`` profiles a given table the same way and prints it next to the one its runs give back.
 """
 
 from __future__ import annotations
@@ -95,3 +96,41 @@ def test_the_simulated_half_runs_the_recorded_queue_and_prints_the_comparison(
     assert abs(figures["waiting a"]["simulated"] - 10) < 0.5 / TIME_SCALE
     simulated_nodes = client.list(Node, labels={f"{NODE_LABEL}/{sim_namespace}": exists()})
     assert not list(simulated_nodes), "the simulated Testbed's nodes are deleted at the end"
+
+
+GIVEN = """job,colocated_with,mean_runtime_s,samples,stdev_s,mean_startup_s
+a,-,30,2,,8
+a,b,40,2,,10
+a,c,35,2,,
+b,a,30,2,,6
+b,c,25,2,,6
+c,a,20,2,,4
+c,b,30,2,,4
+"""
+
+
+def test_recover_profiles_the_given_table_on_a_simulated_testbed_and_prints_given_next_to_recovered(
+    esi_stack: LocalCluster, esi_endpoint: EsiApi, client: Client, namespace: str, tmp_path: Path
+) -> None:
+    table = tmp_path / "given.csv"
+    table.write_text(GIVEN)
+    sim_namespace = f"{namespace}-sim"[:63]
+    command = [sys.executable, "-m", "bench.sim_vs_real", "recover", "--table", str(table), "--samples", "1"]
+    command += ["--sim-namespace", sim_namespace, "--time-scale", str(TIME_SCALE)]
+    env = os.environ | {"ESI_URL": esi_endpoint.url, "ESI_TOKEN": esi_endpoint.token}
+    env |= {"KUBECONFIG": str(esi_stack.kubeconfig)}
+
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        client.delete(Namespace, sim_namespace)
+    print(done.stdout)
+
+    assert done.returncode == 0, done.stderr
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in done.stdout.splitlines()[2:]}
+    assert set(rows) == {(row.split(",")[0], row.split(",")[1]) for row in GIVEN.splitlines()[1:]}
+    assert rows["a", "-"][1] == "-"  # the profiler runs pairs only: a job alone is never measured
+    for (job, neighbour), cells in rows.items():
+        if neighbour != "-":  # within esi's overhead per run (a few tenths of a second) of the table's runtime
+            given, found = float(cells[0].rstrip("s")), float(cells[1].rstrip("s"))
+            assert abs(found - given) < 0.5 / TIME_SCALE, f"{job} next to {neighbour}: {cells}"

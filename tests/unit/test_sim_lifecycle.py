@@ -636,11 +636,6 @@ batchjob-flink,-,60,2,,30
 STARTUP_SETTINGS = SimSettings(InterferenceModel.from_csv(STARTUP_TABLE, time_scale=0.1))
 
 
-def created_at(app: dict[str, Any], moment: datetime) -> dict[str, Any]:
-    app["metadata"]["creationTimestamp"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return app
-
-
 def on_node(executor: dict[str, Any], node: str) -> dict[str, Any]:
     """An executor spec whose pods must go to ``node`` by name, as esi places them in their slots."""
     affinity = slot_node_affinity(None, node_label="slots", node_ids=["0"], node_names=[node])
@@ -656,20 +651,23 @@ def on_node(executor: dict[str, Any], node: str) -> dict[str, Any]:
         pytest.param({"n9": [NodeExecutor("far", "batchjob-flink")]}, 2, id="flink on another node"),
     ],
 )
-def test_spark_executors_come_after_the_start_up_counted_from_the_applications_creation(
+def test_spark_executors_come_after_the_start_up_counted_from_the_applications_first_sight(
     others: dict[str, list[NodeExecutor]], startup: float
 ) -> None:
-    app = created_at(spark_app(driver={"cores": 1, "memory": "512m"}, executor=on_node(esi_executor(), "n0")), NOW)
-    world = World(app, STARTUP_SETTINGS)
+    world = World(spark_app(driver={"cores": 1, "memory": "512m"}, executor=on_node(esi_executor(), "n0")))
+    world.settings = STARTUP_SETTINGS
     world.others = others
     due = NOW + timedelta(seconds=startup)
-    world.pass_time(NOW + timedelta(seconds=0.5))
 
-    world.settle()  # submitted, the driver runs, nothing more until the start-up is over
-    assert sorted(world.pods) == ["wordcount-driver"]
+    submitted = world.step()
+    assert kinds(submitted) == ["CreatePod", "Annotate", "WriteStatus"]
     assert world.annotations[EXECUTORS_AT_ANNOTATION] == due.isoformat()
-    assert world.decide().wake_at == due
     world.others = {}  # decided once: a neighbour leaving does not change it
+    world.pass_time(NOW + timedelta(seconds=0.5))
+    world.run_pods()
+    world.settle()  # the driver runs; nothing more until the start-up is over
+    assert sorted(world.pods) == ["wordcount-driver"]
+    assert world.decide().wake_at == due
     world.pass_time(due - timedelta(milliseconds=1))
     assert world.step().actions == ()
 
@@ -681,9 +679,8 @@ def test_spark_executors_come_after_the_start_up_counted_from_the_applications_c
     assert plan.started_at == due
 
 
-def test_a_start_up_already_over_when_the_executors_are_due_delays_nothing() -> None:
-    app = created_at(spark_job(), NOW - timedelta(seconds=10))  # 2 s start-up, long over
-    world = World(app, STARTUP_SETTINGS)
+def test_without_a_start_up_nothing_is_recorded_and_the_executors_come_at_once() -> None:
+    world = World(spark_job())
 
     world.settle()
 
@@ -692,7 +689,7 @@ def test_a_start_up_already_over_when_the_executors_are_due_delays_nothing() -> 
 
 
 def test_flink_taskmanagers_come_after_the_start_up() -> None:
-    world = World(created_at(flink_job(), NOW), STARTUP_SETTINGS)
+    world = World(flink_job(), STARTUP_SETTINGS)
 
     world.settle()
     assert [pod.role for pod in world.pods.values()] == [PodRole.JOBMANAGER]
