@@ -21,7 +21,8 @@ For the local stack (``ESI_URL``, ``ESI_TOKEN``, ``KUBECONFIG`` as ``make up`` e
    own), a Testbed on them with the same slots per node and slot size, the namespace's BatchJobs and ServiceAccounts
    copied under the same names into ``--sim-namespace``, its ConfigMap ``esi-colocation`` holding the calibrated
    table and the time scale; then the same Schedulings. ``--skip-real`` takes the real half's runs from a file
-   instead (its queue from their Schedulings, unless ``--queue``).
+   instead (its queue from their Schedulings, unless ``--queue``). At the end its Testbed and nodes are deleted
+   (``--keep`` keeps them); the namespace, its jobs, table and Runs stay.
 4. **Compare**: per job the mean runtime and mean waiting (application created to run started) over the queue's
    succeeded runs of it; the makespan is the sum over the queue's Schedulings of each one's (first application
    created to last run ended, ``esi.results.metrics.summary``), so the pauses between Schedulings do not count.
