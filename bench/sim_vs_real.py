@@ -10,9 +10,9 @@ earlier real runs; per-job runtime and waiting, and the makespan, side by side w
 For the local stack (``ESI_URL``, ``ESI_TOKEN``, ``KUBECONFIG`` as ``make up`` exports them):
 
 1. **Calibrate**: ``esi.results.calibration.calibrate`` of the namespace's runs on the Testbed, from the API or
-   ``--from`` a file ``esi runs -o json`` wrote, narrowed by ``--calibrate-selector`` (API only) and
-   ``--calibrate-since``/``--calibrate-until``; the end defaults to the benchmark's start, so its own runs never
-   calibrate it.
+   ``--from`` a file ``esi runs -o json`` (or ``-o csv``, the file ending in .csv) wrote, narrowed by
+   ``--calibrate-selector`` (API only) and ``--calibrate-since``/``--calibrate-until``; the end defaults to the
+   benchmark's start, so its own runs never calibrate it.
 2. **Real**: the queue (default: each of the namespace's BatchJobs, by name, ``--repeat`` times) on the real
    Testbed. A Scheduling runs a job once (a name k times in its queue means k executors), so the queue is cut into
    Schedulings, one after another, a new one wherever a job comes again (a,b,a,b runs as a,b then a,b); each starts
@@ -67,13 +67,14 @@ from lightkube import ApiError, Client
 from lightkube.codecs import from_dict
 from lightkube.operators import exists
 from lightkube.resources.core_v1 import ServiceAccount
+from pydantic import ValidationError
 
 from esi.client import AsyncEsiClient, EsiClient, NotFound, RunFilter
 from esi.client.cli import RunSelection, read_runs
 from esi.resources.batchjob import RunOutcome
 from esi.results.calibration import TableRow, calibrate, read_table, render_table, table_configmap
 from esi.results.metrics import summary
-from esi.results.table import RunEntry
+from esi.results.table import RunEntry, read_run_columns
 from examples.profiling.runner import Settings, run
 from infra.local_cluster.control_plane import NodeSpec, node_manifest
 from kube.resources import BatchJobResource, NodeObjects, TestbedResource, plain
@@ -429,8 +430,14 @@ def _run_queue(esi: EsiClient, testbed: str, queue: Sequence[str], timeout: floa
 
 
 def _read_runs(path: Path, selection: RunSelection | None = None) -> list[RunEntry]:
+    """The runs of a file ``esi runs`` wrote: ``-o csv`` if it ends in .csv, else ``-o json``."""
     try:
-        entries = read_runs(path.read_text(), str(path))
+        if path.suffix == ".csv":
+            entries = read_run_columns(path.read_text())
+        else:
+            entries = read_runs(path.read_text(), str(path))
+    except ValidationError as err:
+        raise SystemExit(f"{path} does not hold runs as `esi runs -o csv` writes them: {err}") from None
     except typer.Exit as err:
         raise SystemExit(err.exit_code) from None
     return [entry for entry in entries if selection is None or selection.selects(entry)]
@@ -481,13 +488,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the simulated namespace's wall-clock seconds per real second (default: 1, the real pace; 0.1 for "
         "recover)",
     )
-    parser.add_argument("--from", dest="source", type=Path, help="calibrate from runs `esi runs -o json` wrote")
+    parser.add_argument(
+        "--from", dest="source", type=Path, help="calibrate from runs `esi runs -o json` (-o csv: .csv) wrote"
+    )
     parser.add_argument("--calibrate-selector", help="calibrate from runs whose labels match (API only)")
     parser.add_argument("--calibrate-since", type=_moment, help="calibrate from runs that ran at or after (ISO 8601)")
     parser.add_argument(
         "--calibrate-until", type=_moment, help="calibrate from runs that started before (default: now)"
     )
-    parser.add_argument("--skip-real", type=Path, metavar="RUNS", help="the real queue's runs from this file")
+    parser.add_argument(
+        "--skip-real", type=Path, metavar="RUNS", help="the real queue's runs from this file (as --from)"
+    )
     parser.add_argument("--real-runs", type=Path, metavar="FILE", help="keep the real queue's runs in this file")
     parser.add_argument("--out", type=Path, help="write the figures to this file (.json or .csv)")
     parser.add_argument(

@@ -25,7 +25,7 @@ from esi.results.table import RunEntry
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
 from tests.integration.kube import create_in
-from tests.unit.run_entries import entry, runs_file
+from tests.unit.run_entries import entry, runs_csv, runs_file
 
 TIME_SCALE = 0.1
 SPARK = {
@@ -69,10 +69,11 @@ def test_the_simulated_half_runs_the_recorded_queue_and_prints_the_comparison(
     testbed = {"apiVersion": "esi.tu-berlin.de/v1alpha1", "kind": "Testbed", "metadata": {"name": "real"}}
     create_in(esi_stack, namespace, testbed | {"spec": testbed_spec})
     runs = runs_file(tmp_path / "real.json", recorded(namespace))
+    same_runs = runs_csv(tmp_path / "real.csv", recorded(namespace))
     sim_namespace = f"{namespace}-sim"[:63]
     out = tmp_path / "figures.json"
     command = [sys.executable, "-m", "bench.sim_vs_real", "-n", namespace, "--sim-namespace", sim_namespace]
-    command += ["--from", str(runs), "--skip-real", str(runs), "--time-scale", str(TIME_SCALE), "--out", str(out)]
+    command += ["--from", str(runs), "--skip-real", str(same_runs), "--time-scale", str(TIME_SCALE), "--out", str(out)]
     env = os.environ | {
         "ESI_URL": esi_endpoint.url,
         "ESI_TOKEN": esi_endpoint.token,
