@@ -69,7 +69,7 @@ from lightkube.operators import exists
 from lightkube.resources.core_v1 import ServiceAccount
 from pydantic import ValidationError
 
-from esi.client import AsyncEsiClient, EsiClient, NotFound, RunFilter
+from esi.client import AsyncEsiClient, EsiClient, EsiError, NotFound, RunFilter
 from esi.client.cli import RunSelection, read_runs
 from esi.resources.batchjob import RunOutcome
 from esi.results.calibration import TableRow, calibrate, read_table, render_table, table_configmap
@@ -371,9 +371,8 @@ def _copy_jobs(kube: Client, source: str, namespace: str) -> list[str]:
     for account in kube.list(ServiceAccount, namespace=source):
         name = account.metadata.name if account.metadata else None
         if name and name != "default":
-            _apply(
-                kube, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
-            )
+            same_name = {"name": name, "namespace": namespace}
+            _apply(kube, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": same_name})
     names = []
     for job in kube.list(BatchJobResource, namespace=source):
         body = plain(job)
@@ -611,6 +610,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _compare(args) if args.mode == "compare" else _recover(args)
     except ApiError as err:
         print(f"error: {err.status.code} {err.status.message}", file=sys.stderr)
+        return 1
+    except EsiError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
 
