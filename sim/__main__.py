@@ -6,8 +6,9 @@ operator would, creating their pods and reporting their status, for a local clus
 containers. A run starts
 when all its executors (TaskManagers) run and lasts what the co-location table says for its job (the pod
 label esi.tu-berlin.de/job, else the application's name) next to the jobs of other applications'
-executors on the same nodes, times --time-scale; a namespace's own table (a ConfigMap) replaces --table for its
-jobs, without a restart (sim.runtime says which table applies). Install the CRDs first (crds/sim/, or
+executors on the same nodes, times --time-scale; its executors come after its job's start-up, if the table has
+one. A namespace's own table (a ConfigMap) replaces --table for its jobs, and may set their time scale, without a
+restart (sim.runtime says which table applies). Install the CRDs first (crds/sim/, or
 sim.crds.application_crds()); the simulator runs beside esi's operators (python -m operators).
 """
 
@@ -70,8 +71,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--table",
         type=Path,
         default=DEFAULT_TABLE,
-        help="the default co-location table, CSV job,colocated_with,mean_runtime_s,samples[,stdev_s] as "
-        "`esi calibrate` writes it (default: the thesis' table); a namespace's ConfigMap esi-colocation replaces it "
+        help="the default co-location table, CSV job,colocated_with,mean_runtime_s,samples[,stdev_s[,mean_startup_s]] "
+        "as `esi calibrate` writes it (default: the thesis' table); a namespace's ConfigMap esi-colocation replaces it "
         "for its jobs",
     )
     parser.add_argument(

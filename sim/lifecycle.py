@@ -26,6 +26,11 @@ the JobManager runs; the JobManager and TaskManagers stay after the job ends, un
 deleted (the operator's ``execution.shutdown-on-application-finish: false``); a JobManager Deployment deleted
 before the job ended is deployed again.
 
+**Start-up**: the executors (TaskManagers) are created no earlier than the application's first sight (its creation,
+as the watch brings it within milliseconds; ``creationTimestamp`` has whole seconds only) plus its job's start-up
+(``sim.runtime`` has the rule), a moment decided then and kept in an annotation; a model without start-ups creates
+them at once.
+
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
 next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
 annotations before anything else, so it survives restarts. A job whose executors arrive on those nodes later
@@ -59,6 +64,7 @@ from sim.crds import SPARK
 from sim.names import (
     COLOCATED_ANNOTATION,
     ENDS_AT_ANNOTATION,
+    EXECUTORS_AT_ANNOTATION,
     FAILURE_ANNOTATION,
     FLINK_FAIL_ATTEMPTS,
     SPARK_FAIL_ATTEMPTS,
@@ -71,6 +77,7 @@ from sim.pods import (
     NodeExecutor,
     PodRole,
     PodView,
+    executor_placement,
     flink_jobmanager_deployment,
     flink_taskmanager_count,
     flink_taskmanager_name,
@@ -336,6 +343,25 @@ class _Step:
         self.run = plan
         return plan
 
+    def plan_startup(self, settings: SimSettings) -> None:
+        """On first sight of the application: when its executors are due, its job's start-up from now, next to the
+        jobs on the nodes they are bound for (recorded; nothing when the model gives no start-up)."""
+        placement = executor_placement(self.app)
+        if placement is None or EXECUTORS_AT_ANNOTATION in self.recorded:
+            return
+        job, nodes = placement
+        startup = settings.model.startup_delay(job, self._neighbours_on(nodes))
+        if startup > timedelta(0):
+            self.annotations[EXECUTORS_AT_ANNOTATION] = (self.now + startup).isoformat()
+
+    def executors_due(self) -> bool:
+        """Whether the executors may be created now: once the recorded start-up is over; until then, wake up then."""
+        due = _moment(self.recorded.get(EXECUTORS_AT_ANNOTATION))
+        if due is not None and self.now < due:
+            self.wake_at = due
+            return False
+        return True
+
     def slow_down_for_arrivals(self, settings: SimSettings, executors: Sequence[PodView]) -> None:
         """The run in progress, replanned if jobs arrived on its executors' nodes since it was planned."""
         if self.run is None or self.now >= self.run.ends_at:
@@ -351,7 +377,10 @@ class _Step:
 
     def _neighbours(self, executors: Sequence[PodView]) -> set[str]:
         """The jobs of other applications' executors on the nodes of ``executors``."""
-        nodes = {pod.node for pod in executors if pod.node is not None}
+        return self._neighbours_on({pod.node for pod in executors if pod.node is not None})
+
+    def _neighbours_on(self, nodes: Iterable[str]) -> set[str]:
+        """The jobs of other applications' executors on ``nodes`` whose runs are not over."""
         return {
             executor.job
             for node in nodes
@@ -366,8 +395,17 @@ class _Step:
         if self.status != self.original:
             actions.append(WriteStatus(self.status))
         if self.run is not None and self.now < self.run.ends_at:
-            self.wake_at = self.run.ends_at
+            self.wake_at = min(self.run.ends_at, self.wake_at or self.run.ends_at)
         return Decision(tuple(actions), tuple(self.events), self.wake_at)
+
+
+def _moment(text: object) -> datetime | None:
+    """An ISO 8601 time (a recorded annotation, a creationTimestamp); None if absent or unreadable."""
+    try:
+        moment = datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
 
 
 def _time(moment: datetime) -> str:
@@ -422,6 +460,7 @@ def _spark(step: _Step, settings: SimSettings) -> None:
     elif step.run is not None and step.now >= step.run.ends_at:
         _spark_finish(step, step.run.failure)
     elif state == "":
+        step.plan_startup(settings)
         _spark_submit(step, driver)
     else:
         _spark_run(step, settings, driver, running_before=state == "RUNNING")
@@ -461,6 +500,8 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
         return
     step.delete(executors[name] for name in lost if name in executors)  # Spark removes a lost executor's pod
     wanted = _wanted_executors(step.app, count, lost)
+    if not step.executors_due():
+        return
     for number, name in wanted.items():
         if name not in executors:
             step.create(spark_executor_pod(step.app, number, driver))
@@ -572,6 +613,7 @@ def _flink(step: _Step, settings: SimSettings) -> None:
     if step.run is not None and step.now >= step.run.ends_at:
         _flink_finish(step, step.run.failure)
     elif lifecycle == "":
+        step.plan_startup(settings)
         step.status.update(
             {
                 "lifecycleState": "CREATED",
@@ -643,12 +685,14 @@ def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -
         or pod.ended
     }
     if lost and step.run is not None and not _flink_restarts(step.app):
-        number, name = min(lost.items())
+        _, name = min(lost.items())
         _flink_finish(step, f"TaskManager lost: {name} {_how_lost(taskmanagers.get(name))}")
         return
     step.delete(taskmanagers[name] for name in lost.values() if name in taskmanagers)
     numbers = (n for n in itertools.count(1) if n not in lost)
     wanted = {flink_taskmanager_name(step.ref.name, n): n for n in itertools.islice(numbers, count)}
+    if not step.executors_due():
+        return
     for name, number in wanted.items():
         if name not in taskmanagers:
             step.create(flink_taskmanager_pod(step.app, number, deployment))

@@ -67,6 +67,7 @@ __all__ = [
     "PodView",
     "deployment_view",
     "ended_pod_status",
+    "executor_placement",
     "flink_jobmanager_deployment",
     "flink_taskmanager_count",
     "flink_taskmanager_name",
@@ -74,6 +75,7 @@ __all__ = [
     "flink_taskmanager_pod",
     "node_executor",
     "pod_view",
+    "required_nodes",
     "spark_application_id",
     "spark_driver_name",
     "spark_driver_pod",
@@ -519,6 +521,37 @@ def pod_view(pod: Mapping[str, Any]) -> PodView | None:
         node=spec.get("nodeName") or None,
         terminating=metadata.get("deletionTimestamp") is not None,
         containers=tuple((c.get("name", ""), c.get("image", "")) for c in spec.get("containers") or ()),
+    )
+
+
+def executor_placement(app: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """The job of the application's executors (TaskManagers), for the workload model, and the nodes they must go to
+    by name (``required_nodes``), known from the spec before any pod exists; None when the spec cannot become an
+    executor (its submission fails then)."""
+    ref = AppRef.of(app)
+    try:
+        if ref.type == SPARK:
+            head = PodView(spark_driver_name(ref.name), "", ref.uid, PodRole.DRIVER, ref.name)
+            manifest = spark_executor_pod(app, 1, head)
+        else:
+            manifest = flink_taskmanager_pod(app, 1, DeploymentView(ref.name, "", ref.uid))
+    except SpecError:
+        return None
+    view = pod_view(manifest)
+    return None if view is None else (view.job, required_nodes(manifest))
+
+
+def required_nodes(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The nodes a pod must go to by name: those its required node affinity's terms name in ``matchFields`` (esi
+    names the nodes of an executor's slots so); empty when it names none."""
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+    return frozenset(
+        name
+        for term in terms
+        for field in term.get("matchFields") or ()
+        if field.get("key") == "metadata.name" and field.get("operator") == "In"
+        for name in field.get("values") or ()
     )
 
 

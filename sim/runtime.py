@@ -11,7 +11,14 @@ runtime alone (``colocated_with`` ``-``). ``sim/data/colocation-thesis.csv`` is 
 - Next to a set C of other jobs, a job runs max over c in C of: the measured (job, c) runtime, else
   base x ``unknown_pair_factor``; with C empty, its base. The slowest neighbour decides, because a run ends
   with its slowest executor.
-- ``time_scale`` stretches every runtime into wall-clock time (0.01 turns 444 s into 4.44 s).
+- ``time_scale`` stretches every runtime (and start-up) into wall-clock time (0.01 turns 444 s into 4.44 s).
+- **Start-up**: the seconds from an application's creation until its executors run (spark-submit, the driver's
+  JVM, the executors asked for). The simulator creates a run's executors no earlier than its application's
+  creation plus its job's start-up (x ``time_scale``), taken from the table's ``mean_startup_s`` for the jobs C
+  whose executors are, when the application is created, on the nodes its executors are bound for (their required
+  node affinity, as esi writes it): the largest start-up of the rows (job, c) for c in C that have one; else (C
+  empty, or no such row) its alone row's; else the samples-weighted mean of all its rows that have one; else 0 (the
+  thesis' table has none: executors at once). Decided once and recorded on the application (``sim.lifecycle``).
 - A table's ``stdev_s`` is for people and benchmarks; the simulator does not draw from it. Runs vary only with
   ``--runtime-jitter`` (one relative spread for every job, drawn per application from the seed), so a simulated
   experiment stays reproducible and its spread is one knob.
@@ -20,7 +27,10 @@ runtime alone (``colocated_with`` ``-``). ``sim/data/colocation-thesis.csv`` is 
 ``esi-colocation`` of N labelled ``sim.esi.tu-berlin.de/colocation-table`` (``TABLE_CONFIGMAP``, ``TABLE_LABEL``,
 under the key ``TABLE_KEY``), else the default table (``--table``). N's table replaces the default for N's jobs
 entirely (rows are not merged); the simulator's settings (default runtime, unknown-pair factor, time scale)
-apply to every table, ``--base`` to the default table only. A table is read when its ConfigMap changes and
+apply to every table, ``--base`` to the default table only. The ConfigMap may set its namespace's time scale under
+the key ``TIME_SCALE_KEY`` (``time-scale``, a positive factor), replacing ``--time-scale`` for its jobs: so one
+simulator runs a benchmark's namespace at the pace of the real runs it is compared with (where esi's own fraction
+of a second per run does not count) while others run faster. A table is read when its ConfigMap changes and
 applies to the runs planned from then on (a run in progress keeps its end until a neighbour arrives); a
 ConfigMap whose table cannot be used is reported and the namespace keeps the table it had; deleting the
 ConfigMap goes back to the default.
@@ -35,7 +45,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY, TableError, read_table
+from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY, TIME_SCALE_KEY, TableError, read_table
 
 __all__ = ["DEFAULT_TABLE", "InterferenceModel", "ModelError", "Tables"]
 
@@ -52,6 +62,8 @@ class InterferenceModel:
 
     pairs: Mapping[tuple[str, str], float] = field(default_factory=dict)
     bases: Mapping[str, float] = field(default_factory=dict)  # explicit base runtimes, seconds
+    # (job, neighbour or None: alone) -> (mean start-up seconds, samples)
+    startups: Mapping[tuple[str, str | None], tuple[float, int]] = field(default_factory=dict)
     default_runtime: float = 60.0
     unknown_pair_factor: float = 1.2
     time_scale: float = 1.0
@@ -89,7 +101,12 @@ class InterferenceModel:
             raise ModelError(str(err)) from None
         pairs = {(row.job, other): row.mean_runtime_s for row in rows if (other := row.colocated_with) is not None}
         bases = {row.job: row.mean_runtime_s for row in rows if row.colocated_with is None}
-        return replace(self, pairs=pairs, bases=bases)
+        startups = {
+            (row.job, row.colocated_with): (row.mean_startup_s, row.samples)
+            for row in rows
+            if row.mean_startup_s is not None
+        }
+        return replace(self, pairs=pairs, bases=bases, startups=startups)
 
     def base(self, job: str) -> float:
         """Seconds ``job`` runs alone (unscaled)."""
@@ -105,6 +122,21 @@ class InterferenceModel:
         if not others:
             return base
         return max(self.pairs.get((job, other), base * self.unknown_pair_factor) for other in others)
+
+    def startup(self, job: str, colocated: Iterable[str]) -> float:
+        """Seconds from the creation of ``job``'s application until its executors, next to ``colocated`` (unscaled)."""
+        beside = [self.startups[(job, other)][0] for other in set(colocated) if (job, other) in self.startups]
+        if beside:
+            return max(beside)
+        if (job, None) in self.startups:
+            return self.startups[(job, None)][0]
+        rows = [(seconds, samples) for (row_job, _), (seconds, samples) in self.startups.items() if row_job == job]
+        total = sum(samples for _, samples in rows)
+        return sum(seconds * samples for seconds, samples in rows) / total if total else 0.0
+
+    def startup_delay(self, job: str, colocated: Iterable[str]) -> timedelta:
+        """The wall-clock start-up of ``job`` next to ``colocated``: its start-up x ``time_scale``."""
+        return timedelta(seconds=self.startup(job, colocated) * self.time_scale)
 
     def duration(self, job: str, colocated: Iterable[str]) -> timedelta:
         """The wall-clock time a run of ``job`` next to ``colocated`` takes: its runtime x ``time_scale``."""
@@ -135,6 +167,12 @@ class Tables:
         if text is None:
             raise ModelError(f"{where}: no co-location table: the key {TABLE_KEY} is missing")
         model = self.default.with_table(str(text), f"{where}, key {TABLE_KEY}")
+        scale = (configmap.get("data") or {}).get(TIME_SCALE_KEY)
+        if scale is not None:
+            try:
+                model = replace(model, time_scale=float(str(scale)))
+            except (ValueError, ModelError):
+                raise ModelError(f"{where}, key {TIME_SCALE_KEY}: expected a positive factor, not {scale!r}") from None
         return replace(self, by_namespace={**self.by_namespace, namespace: model})
 
     def removed(self, configmap: Mapping[str, Any]) -> Tables:

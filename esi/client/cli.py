@@ -1282,8 +1282,9 @@ class TableOutput(StrEnum):
 _CALIBRATE_HELP = "\n\n".join(
     (
         "Write the simulator's co-location table measured by recorded runs: per job its runtime alone and next to "
-        "each job it met, each with its mean, standard deviation and samples (CSV job,colocated_with,"
-        "mean_runtime_s,samples,stdev_s; colocated_with - for a job alone).",
+        "each job it met, each with its mean, standard deviation and samples, and the mean start-up (application "
+        "created to executors running) of those runs (CSV job,colocated_with,mean_runtime_s,samples,stdev_s,"
+        "mean_startup_s; colocated_with - for a job alone).",
         "Runs are those of the SCHEDULINGs named (default: all), narrowed by --selector, --testbed, --since and "
         "--until; --from reads them from files `esi runs -o json` wrote instead of the API (repeat: all of them). "
         "Only succeeded runs count; a run is next to every job it shared a node with, alone when it shared none.",

@@ -2,17 +2,21 @@
 
 The table's format, once (``esi calibrate`` writes it, the simulator reads it with ``read_table``):
 
-* CSV with a header row ``job,colocated_with,mean_runtime_s,samples``, optionally followed by ``stdev_s``
-  (the thesis' table, ``sim/data/colocation-thesis.csv``, has no ``stdev_s``).
+* CSV with a header row ``job,colocated_with,mean_runtime_s,samples``, optionally followed by ``stdev_s``, or by
+  ``stdev_s,mean_startup_s`` (the thesis' table, ``sim/data/colocation-thesis.csv``, has neither).
 * A row is the runtime of its ``job`` only (the table is not symmetric): next to ``colocated_with``, or alone
   when ``colocated_with`` is ``-`` (``ALONE``). At most one row per (job, colocated_with).
 * ``mean_runtime_s`` is positive seconds, ``samples`` a positive count of runs, ``stdev_s`` their sample
   standard deviation in seconds (empty below two samples).
+* ``mean_startup_s`` is the mean seconds from its runs' applications' creation to the runs' start (``RunEntry``'s
+  ``waitingSeconds``: spark-submit, driver, executors asked for and running) over the row's runs that have one;
+  empty (or no such column) when none has, which the simulator takes as 0.
 
-``calibrate`` takes the rows from ``job_runtimes`` (``esi.results.metrics``): succeeded runs only, a run beside
+``calibrate`` takes the rows from ``colocation_groups`` (``esi.results.metrics``): succeeded runs only, a run beside
 every job it met however short the overlap, alone when it met none. A table reaches the simulator in a
 ConfigMap (``table_configmap``): named ``TABLE_CONFIGMAP``, labelled ``TABLE_LABEL`` (the simulator watches only
-those), the CSV under the key ``TABLE_KEY``; it applies to the jobs of the ConfigMap's namespace.
+those), the CSV under the key ``TABLE_KEY``; it applies to the jobs of the ConfigMap's namespace. The ConfigMap may
+also hold, under ``TIME_SCALE_KEY``, the time scale of that namespace's runs (``sim.runtime`` says what it does).
 
 Pure: runs in, rows, CSV and manifests out; CSV text in, rows out.
 """
@@ -22,12 +26,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Iterable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from esi.resources.meta import GROUP
-from esi.results.metrics import JobRuntimes, RuntimeStats, job_runtimes
+from esi.results.metrics import JobRuntimes, RuntimeStats, colocation_groups
 from esi.results.table import RunEntry
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "TABLE_CONFIGMAP",
     "TABLE_KEY",
     "TABLE_LABEL",
+    "TIME_SCALE_KEY",
     "TableError",
     "TableRow",
     "calibrate",
@@ -45,13 +51,15 @@ __all__ = [
     "table_runtimes",
 ]
 
-COLUMNS: Final = ("job", "colocated_with", "mean_runtime_s", "samples", "stdev_s")
-_REQUIRED: Final = COLUMNS[:4]  # the thesis' table: no stdev_s
+COLUMNS: Final = ("job", "colocated_with", "mean_runtime_s", "samples", "stdev_s", "mean_startup_s")
+_REQUIRED: Final = COLUMNS[:4]  # the thesis' table: no stdev_s, no mean_startup_s
+_HEADERS: Final = (_REQUIRED, COLUMNS[:5], COLUMNS)
 ALONE: Final = "-"  # colocated_with of a job's runtime alone
 
 TABLE_CONFIGMAP: Final = "esi-colocation"
 TABLE_LABEL: Final = f"sim.{GROUP}/colocation-table"
 TABLE_KEY: Final = "colocation.csv"
+TIME_SCALE_KEY: Final = "time-scale"
 
 
 class TableError(ValueError):
@@ -60,18 +68,24 @@ class TableError(ValueError):
 
 @dataclass(frozen=True)
 class TableRow:
-    """The runtime of ``job`` next to ``colocated_with`` (None: alone): mean and spread over ``samples`` runs."""
+    """The runtime of ``job`` next to ``colocated_with`` (None: alone): mean and spread over ``samples`` runs, and
+    the mean start-up of those runs (None: not known)."""
 
     job: str
     colocated_with: str | None
     mean_runtime_s: float
     samples: int
     stdev_s: float | None = None
+    mean_startup_s: float | None = None
 
     @classmethod
-    def of(cls, job: str, colocated_with: str | None, stats: RuntimeStats, time_scale: float = 1.0) -> TableRow:
+    def of(cls, job: str, colocated_with: str | None, runs: Sequence[RunEntry], time_scale: float = 1.0) -> TableRow:
+        """The row of ``runs`` (succeeded, each with a runtime), their seconds divided by ``time_scale``."""
+        stats = RuntimeStats.of([run.runtime_seconds or 0.0 for run in runs])
         stdev = stats.stdev / time_scale if stats.stdev is not None else None
-        return cls(job, colocated_with, stats.mean / time_scale, stats.samples, stdev)
+        waits = [run.waiting_seconds for run in runs if run.waiting_seconds is not None]
+        startup = statistics.fmean(waits) / time_scale if waits else None
+        return cls(job, colocated_with, stats.mean / time_scale, stats.samples, stdev, startup)
 
 
 def calibrate(entries: Iterable[RunEntry], *, time_scale: float = 1.0) -> list[TableRow]:
@@ -80,12 +94,11 @@ def calibrate(entries: Iterable[RunEntry], *, time_scale: float = 1.0) -> list[T
     are divided by it, so that the table holds modelled seconds, as the simulator reads them."""
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise ValueError(f"the time scale must be a positive number, not {time_scale!r}")
-    rows: list[TableRow] = []
-    for job, runtimes in job_runtimes(entries).items():
-        if runtimes.alone is not None:
-            rows.append(TableRow.of(job, None, runtimes.alone, time_scale))
-        rows.extend(TableRow.of(job, neighbour, stats, time_scale) for neighbour, stats in runtimes.beside.items())
-    return rows
+    return [
+        TableRow.of(job, neighbour, runs, time_scale)
+        for job, groups in colocation_groups(entries).items()
+        for neighbour, runs in groups.items()
+    ]
 
 
 def table_runtimes(rows: Iterable[TableRow]) -> dict[str, JobRuntimes]:
@@ -115,17 +128,20 @@ def render_table(rows: Iterable[TableRow]) -> str:
     writer.writerow(COLUMNS)
     for row in rows:
         neighbour = ALONE if row.colocated_with is None else row.colocated_with
-        writer.writerow((row.job, neighbour, _seconds(row.mean_runtime_s), row.samples, _seconds(row.stdev_s)))
+        seconds = (_seconds(row.mean_runtime_s), row.samples, _seconds(row.stdev_s), _seconds(row.mean_startup_s))
+        writer.writerow((row.job, neighbour, *seconds))
     return out.getvalue()
 
 
-def table_configmap(table: str, namespace: str) -> dict[str, Any]:
-    """The ConfigMap that gives the simulator ``table`` (CSV) for the jobs of ``namespace``."""
+def table_configmap(table: str, namespace: str, *, time_scale: float | None = None) -> dict[str, Any]:
+    """The ConfigMap that gives the simulator ``table`` (CSV) for the jobs of ``namespace``, and their
+    ``time_scale`` if given."""
+    scale = {TIME_SCALE_KEY: f"{time_scale:g}"} if time_scale is not None else {}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": TABLE_CONFIGMAP, "namespace": namespace, "labels": {TABLE_LABEL: "true"}},
-        "data": {TABLE_KEY: table},
+        "data": {TABLE_KEY: table, **scale},
     }
 
 
@@ -133,8 +149,9 @@ def read_table(text: str, where: str) -> list[TableRow]:
     """The rows of a table's CSV text; ``where`` names it in errors (a file, a ConfigMap)."""
     reader = csv.DictReader(io.StringIO(text))
     header = tuple(reader.fieldnames or ())
-    if header not in (_REQUIRED, COLUMNS):
-        raise TableError(f"{where}, line 1: the header must be {','.join(_REQUIRED)}[,stdev_s], not {','.join(header)}")
+    if header not in _HEADERS:
+        expected = f"{','.join(_REQUIRED)}[,stdev_s[,mean_startup_s]]"
+        raise TableError(f"{where}, line 1: the header must be {expected}, not {','.join(header)}")
     rows: list[TableRow] = []
     seen: set[tuple[str, str | None]] = set()
     for fields in reader:
@@ -156,13 +173,13 @@ def _row(fields: Mapping[str | None, Any], where: str) -> TableRow:
             raise TableError(f"{where}, field {column}: must not be empty")
     mean = _number(values["mean_runtime_s"], f"{where}, field mean_runtime_s", lambda x: x > 0, "positive seconds")
     samples = _number(values["samples"], f"{where}, field samples", lambda x: x >= 1 and x.is_integer(), "a count ≥ 1")
-    stdev = (
-        _number(values["stdev_s"], f"{where}, field stdev_s", lambda x: x >= 0, "seconds ≥ 0 or empty")
-        if values["stdev_s"]
-        else None
-    )
+    stdev, startup = (_optional_seconds(values[column], f"{where}, field {column}") for column in COLUMNS[4:])
     neighbour = values["colocated_with"]
-    return TableRow(values["job"], None if neighbour == ALONE else neighbour, mean, int(samples), stdev)
+    return TableRow(values["job"], None if neighbour == ALONE else neighbour, mean, int(samples), stdev, startup)
+
+
+def _optional_seconds(text: str, where: str) -> float | None:
+    return _number(text, where, lambda x: x >= 0, "seconds ≥ 0 or empty") if text else None
 
 
 def _number(text: str, where: str, holds: Callable[[float], bool], expected: str) -> float:

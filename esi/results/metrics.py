@@ -41,6 +41,7 @@ __all__ = [
     "SlotLayout",
     "SlotPlace",
     "Summary",
+    "colocation_groups",
     "colocation_matrix",
     "job_runtimes",
     "met",
@@ -238,28 +239,30 @@ def met(entry: RunEntry) -> list[str]:
     return [c.job for c in entry.colocated if c.seconds is None or c.seconds > 0]
 
 
-def job_runtimes(entries: Iterable[RunEntry]) -> dict[str, JobRuntimes]:
-    """Each job's runtime alone and beside each neighbour, from its succeeded runs; jobs and neighbours sorted."""
-    alone: dict[str, list[float]] = defaultdict(list)
-    beside: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    jobs: set[str] = set()
+def colocation_groups(entries: Iterable[RunEntry]) -> dict[str, dict[str | None, list[RunEntry]]]:
+    """Each job's succeeded runs (with a runtime): alone (key None) and beside each neighbour; jobs sorted, alone
+    first, then neighbours sorted. A run beside several jobs is in each of their groups."""
+    groups: dict[str, dict[str | None, list[RunEntry]]] = defaultdict(lambda: defaultdict(list))
     for entry in entries:
         if entry.outcome is not RunOutcome.SUCCEEDED or entry.runtime_seconds is None:
             continue
-        jobs.add(entry.job)
-        neighbours = met(entry)
-        if not neighbours:
-            alone[entry.job].append(entry.runtime_seconds)
-        for neighbour in neighbours:
-            beside[entry.job][neighbour].append(entry.runtime_seconds)
+        neighbours: list[str | None] = [*met(entry)]
+        for neighbour in neighbours or [None]:
+            groups[entry.job][neighbour].append(entry)
     return {
-        job: JobRuntimes(
-            job,
-            RuntimeStats.of(alone[job]) if alone[job] else None,
-            {n: RuntimeStats.of(beside[job][n]) for n in sorted(beside[job])},
-        )
-        for job in sorted(jobs)
+        job: dict(sorted(groups[job].items(), key=lambda item: (item[0] is not None, item[0] or "")))
+        for job in sorted(groups)
     }
+
+
+def job_runtimes(entries: Iterable[RunEntry]) -> dict[str, JobRuntimes]:
+    """Each job's runtime alone and beside each neighbour, from its succeeded runs; jobs and neighbours sorted."""
+    runtimes: dict[str, JobRuntimes] = {}
+    for job, groups in colocation_groups(entries).items():
+        stats = {n: RuntimeStats.of([run.runtime_seconds or 0.0 for run in runs]) for n, runs in groups.items()}
+        alone = stats.pop(None, None)
+        runtimes[job] = JobRuntimes(job, alone, {n: s for n, s in stats.items() if n is not None})
+    return runtimes
 
 
 def colocation_matrix(

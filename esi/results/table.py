@@ -12,8 +12,8 @@
 * **Queries** by job, Scheduling, Testbed, outcome, time and a label selector (``label_selector``: kubectl's
   ``-l`` syntax); ``continue_token`` / ``continued`` carry a page's cursor to the next request.
 * **Records**: ``RunEntry`` is a row on the wire (JSON, camelCase); ``COLUMNS`` and ``run_columns`` the same row
-  flat (CSV, Parquet): lists joined by ``;``, a neighbour as ``job=seconds``. ``RenderedRuns`` keeps each row
-  rendered until a row it overlaps changes.
+  flat (CSV, Parquet): lists joined by ``;``, a neighbour as ``job=seconds``; ``read_run_columns`` reads the CSV
+  back. ``RenderedRuns`` keeps each row rendered until a row it overlaps changes.
 
 Pure: Runs in, rows and records out.
 """
@@ -60,6 +60,7 @@ __all__ = [
     "continued",
     "label_selector",
     "ran_within",
+    "read_run_columns",
     "run_columns",
     "run_entry",
     "run_row",
@@ -479,7 +480,8 @@ COLUMNS: Final = tuple(info.alias or name for name, info in RunEntry.model_field
 """The run table's columns, flat (CSV, Parquet), in ``RunEntry``'s order."""
 
 
-_SLOTS, _NODES, _COLOCATED = (COLUMNS.index(column) for column in ("slots", "nodes", "colocated"))
+_LISTS: Final = ("slots", "nodes", "colocated")
+_SLOTS, _NODES, _COLOCATED = (COLUMNS.index(column) for column in _LISTS)
 
 
 def run_columns(entry: Mapping[str, Any]) -> tuple[object, ...]:
@@ -506,6 +508,21 @@ def _csv_line(values: Iterable[object]) -> str:
 
 CSV_HEADER: Final = _csv_line(COLUMNS)
 """The first line of the run table as CSV: ``COLUMNS``, ending in CRLF as every line does (RFC 4180)."""
+
+
+def read_run_columns(text: str) -> list[RunEntry]:
+    """The runs of a run table's CSV (``CSV_HEADER``, then ``run_columns`` a line each), as ``RunEntry`` again: an
+    empty value is null, lists split at ``;``, a neighbour ``job=seconds`` (seconds empty: unknown). Raises
+    pydantic's ``ValidationError`` for a line that is not a run."""
+    entries = []
+    for line in csv.DictReader(io.StringIO(text)):
+        record: dict[str, Any] = {column: line.get(column) or None for column in COLUMNS}
+        lists = {column: [v for v in (line.get(column) or "").split(LIST_SEPARATOR) if v] for column in _LISTS}
+        neighbours = (met.rpartition("=") for met in lists["colocated"])
+        record |= {"slots": lists["slots"], "nodes": lists["nodes"]}
+        record["colocated"] = [{"job": job, "seconds": seconds or None} for job, _, seconds in neighbours]
+        entries.append(RunEntry.model_validate(record))
+    return entries
 
 
 class RenderedRuns:

@@ -1,8 +1,9 @@
 """A builder of ``RunEntry`` rows for the tests of what is computed from runs: a run by job, start and end (seconds
-after T0); and a file of them as ``esi runs -o json`` writes it."""
+after T0); and a file of them as ``esi runs -o json`` (``-o csv``) writes it."""
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from esi.resources.batchjob import RunOutcome
 from esi.resources.run import RunKind
-from esi.results.table import ColocatedJob, RunEntry
+from esi.results.table import COLUMNS, ColocatedJob, RunEntry, run_columns
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
@@ -54,6 +55,15 @@ def entry(
         reason="executor lost" if outcome is RunOutcome.FAILED else None,
         incomplete=None,
     )
+
+
+def runs_csv(path: Path, runs: list[RunEntry]) -> Path:
+    """``runs`` written to ``path`` as ``esi runs -o csv`` does."""
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        writer.writerows(run_columns(run.model_dump(mode="json", by_alias=True)) for run in runs)
+    return path
 
 
 def runs_file(path: Path, runs: list[RunEntry], lines: bool = False) -> Path:

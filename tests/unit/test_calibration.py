@@ -32,11 +32,11 @@ RUNS = [
     entry("b", 800, 880, met={"a": None}),  # its record says they met, for how long is unknown
     entry("b", 900, 970, met={"a": 5.0, "c": 5.0}),  # beside each of them
 ]
-TABLE = """job,colocated_with,mean_runtime_s,samples,stdev_s
-a,-,105,2,7.071
-a,b,150,1,
-b,a,70,3,10
-b,c,70,1,
+TABLE = """job,colocated_with,mean_runtime_s,samples,stdev_s,mean_startup_s
+a,-,105,2,7.071,
+a,b,150,1,,
+b,a,70,3,10,
+b,c,70,1,,
 """
 
 
@@ -50,6 +50,27 @@ def test_each_job_alone_and_beside_each_neighbour_with_mean_spread_and_samples()
         ("b", "c", 70.0, 1),
     ]
     assert [row.stdev_s for row in rows] == [pytest.approx(50**0.5), None, 10.0, None]
+
+
+def test_each_row_has_the_mean_start_up_of_its_runs_that_know_it() -> None:
+    runs = [
+        entry("a", 10, 110, submitted=0),  # 10 s from the application's creation to the run's start
+        entry("a", 220, 330, submitted=200),  # 20 s
+        entry("a", 400, 490),  # no creation time: not counted
+        entry("a", 615, 700, met={"b": 20.0}, submitted=600),
+        entry("b", 650, 700, met={"a": 20.0}),
+    ]
+
+    rows = calibrate(runs)
+    scaled = calibrate(runs, time_scale=0.5)
+
+    assert [(row.job, row.colocated_with, row.mean_startup_s) for row in rows] == [
+        ("a", None, 15.0),
+        ("a", "b", 15.0),
+        ("b", "a", None),
+    ]
+    assert [row.mean_startup_s for row in scaled] == [30.0, 30.0, None]
+    assert render_table(rows).splitlines()[1:] == ["a,-,100,3,10,15", "a,b,85,1,,15", "b,a,50,1,,"]
 
 
 def test_runs_of_a_time_scaled_simulator_give_modelled_seconds() -> None:
@@ -68,9 +89,11 @@ def test_the_table_is_csv_with_the_alone_rows_marked() -> None:
 
 
 def test_a_table_reads_back_as_it_was_written() -> None:
-    rows = [TableRow("a", None, 105.5, 2, 0.5), TableRow("a", "b", 150.0, 1)]
+    rows = [TableRow("a", None, 105.5, 2, 0.5, 12.25), TableRow("a", "b", 150.0, 1)]
 
     assert read_table(render_table(rows), "t") == rows
+    without_startup = "job,colocated_with,mean_runtime_s,samples,stdev_s\na,-,105.5,2,0.5\n"
+    assert read_table(without_startup, "t") == [TableRow("a", None, 105.5, 2, 0.5, None)]
 
 
 def test_the_theses_table_has_no_spread_and_still_reads() -> None:
@@ -99,7 +122,8 @@ def test_the_configmap_is_the_one_the_simulator_watches() -> None:
         pytest.param(TABLE + "c,d,1,1.5,\n", "t, line 6, field samples: expected a count", id="a fraction of a run"),
         pytest.param(TABLE + "c,d,1,1,-2\n", "t, line 6, field stdev_s", id="negative spread"),
         pytest.param(TABLE + "c,,1,1,\n", "t, line 6, field colocated_with: must not be empty", id="no neighbour"),
-        pytest.param(TABLE + "c,d,1,1,,9\n", "t, line 6: more fields", id="too many fields"),
+        pytest.param(TABLE + "c,d,1,1,,-1\n", "t, line 6, field mean_startup_s", id="negative start-up"),
+        pytest.param(TABLE + "c,d,1,1,,9,9\n", "t, line 6: more fields", id="too many fields"),
         pytest.param(TABLE + "a,-,99,1,\n", "t, line 6: a second row for a alone", id="two alone rows"),
         pytest.param(TABLE + "a,b,99,1,\n", "t, line 6: a second row for a next to b", id="two rows of a pair"),
     ],
@@ -121,7 +145,7 @@ def test_esi_calibrate_writes_the_table_of_runs_files(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     assert result.stdout == TABLE
-    assert scaled.stdout.splitlines()[1] == "a,-,210,2,14.142"  # 105 ± 7.071 modelled seconds at half speed
+    assert scaled.stdout.splitlines()[1] == "a,-,210,2,14.142,"  # 105 ± 7.071 modelled seconds at half speed
 
 
 def test_esi_calibrate_selects_runs_and_writes_a_configmap_to_a_file(tmp_path: Path) -> None:
@@ -134,7 +158,7 @@ def test_esi_calibrate_selects_runs_and_writes_a_configmap_to_a_file(tmp_path: P
     assert result.exit_code == 0, result.output
     manifest = yaml.safe_load(out.read_text())
     # Scheduling s1, started before 600 s: b ran once, next to a.
-    table = "job,colocated_with,mean_runtime_s,samples,stdev_s\na,-,105,2,7.071\na,b,150,1,\nb,a,60,1,\n"
+    table = f"{TABLE.splitlines()[0]}\na,-,105,2,7.071,\na,b,150,1,,\nb,a,60,1,,\n"
     assert manifest == table_configmap(table, "team-a")
 
 

@@ -13,6 +13,7 @@ from esi.resources.batchjob import RunOutcome
 from esi.resources.run import Run, RunKind
 from esi.results.table import (
     COLUMNS,
+    CSV_HEADER,
     Colocation,
     RenderedRuns,
     RunEntry,
@@ -22,6 +23,7 @@ from esi.results.table import (
     continue_token,
     continued,
     label_selector,
+    read_run_columns,
     run_columns,
     run_entry,
     run_row,
@@ -218,6 +220,17 @@ def test_an_entry_is_a_valid_run_entry_and_its_columns_are_flat() -> None:
     assert flat["colocated"] == "gone=;wc=50.0"
     assert (flat["slots"], flat["nodes"], flat["started"]) == ("0", "n1", "2026-11-28T12:00:00Z")
     assert all(not isinstance(v, list | dict) for v in flat.values())
+
+
+def test_the_tables_csv_reads_back_as_the_entries_it_was_written_from() -> None:
+    rendered = RenderedRuns()
+    rows = [row("pi", 0, 100, recorded=("gone",)), row("wc", 50, 150), row("far", 0, None, ("n9",))]
+    for each in rows:
+        rendered.put(each)
+
+    text = CSV_HEADER + "".join(rendered.csv(each).decode() for each in rows)
+
+    assert [e.model_dump(mode="json") for e in read_run_columns(text)] == [rendered.entry(each) for each in rows]
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from esi.objects.applications import slot_node_affinity
 from esi.objects.names import ATTEMPT_ANNOTATION
 from sim.lifecycle import (
     Annotate,
@@ -26,7 +27,13 @@ from sim.lifecycle import (
     decide,
     rejected,
 )
-from sim.names import COLOCATED_ANNOTATION, ENDS_AT_ANNOTATION, FAILURE_ANNOTATION, TASKMANAGERS_ANNOTATION
+from sim.names import (
+    COLOCATED_ANNOTATION,
+    ENDS_AT_ANNOTATION,
+    EXECUTORS_AT_ANNOTATION,
+    FAILURE_ANNOTATION,
+    TASKMANAGERS_ANNOTATION,
+)
 from sim.pods import DeploymentView, NodeExecutor, PodRole, PodView, node_executor, pod_view
 from sim.runtime import InterferenceModel
 from tests.unit.operator_objects import esi_executor, flink_app, replica_pod, spark_app
@@ -617,3 +624,81 @@ def test_a_job_arriving_next_to_a_running_flink_job_slows_it_down() -> None:
     assert plan is not None
     assert plan.colocated == ("batchjob-spark",)
     assert plan.ends_at == NOW + timedelta(seconds=3 + 3 * SETTINGS.model.unknown_pair_factor)
+
+
+# --- start-up ---------------------------------------------------------------------------------------------
+
+STARTUP_TABLE = """job,colocated_with,mean_runtime_s,samples,stdev_s,mean_startup_s
+batchjob-spark,-,50,2,,20
+batchjob-spark,batchjob-flink,70,2,,40
+batchjob-flink,-,60,2,,30
+"""
+STARTUP_SETTINGS = SimSettings(InterferenceModel.from_csv(STARTUP_TABLE, time_scale=0.1))
+
+
+def on_node(executor: dict[str, Any], node: str) -> dict[str, Any]:
+    """An executor spec whose pods must go to ``node`` by name, as esi places them in their slots."""
+    affinity = slot_node_affinity(None, node_label="slots", node_ids=["0"], node_names=[node])
+    template = executor["template"]
+    return executor | {"affinity": affinity, "template": template | {"spec": template["spec"] | {"affinity": affinity}}}
+
+
+@pytest.mark.parametrize(
+    ("others", "startup"),
+    [
+        pytest.param({}, 2, id="alone: 20 s x 0.1"),
+        pytest.param({"n0": [NodeExecutor("other-app", "batchjob-flink")]}, 4, id="next to flink on its node"),
+        pytest.param({"n9": [NodeExecutor("far", "batchjob-flink")]}, 2, id="flink on another node"),
+    ],
+)
+def test_spark_executors_come_after_the_start_up_counted_from_the_applications_first_sight(
+    others: dict[str, list[NodeExecutor]], startup: float
+) -> None:
+    world = World(spark_app(driver={"cores": 1, "memory": "512m"}, executor=on_node(esi_executor(), "n0")))
+    world.settings = STARTUP_SETTINGS
+    world.others = others
+    due = NOW + timedelta(seconds=startup)
+
+    submitted = world.step()
+    assert kinds(submitted) == ["CreatePod", "Annotate", "WriteStatus"]
+    assert world.annotations[EXECUTORS_AT_ANNOTATION] == due.isoformat()
+    world.others = {}  # decided once: a neighbour leaving does not change it
+    world.pass_time(NOW + timedelta(seconds=0.5))
+    world.run_pods()
+    world.settle()  # the driver runs; nothing more until the start-up is over
+    assert sorted(world.pods) == ["wordcount-driver"]
+    assert world.decide().wake_at == due
+    world.pass_time(due - timedelta(milliseconds=1))
+    assert world.step().actions == ()
+
+    world.pass_time(due)
+    world.settle()
+    assert len(world.pods) == 3
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert plan.started_at == due
+
+
+def test_without_a_start_up_nothing_is_recorded_and_the_executors_come_at_once() -> None:
+    world = World(spark_job())
+
+    world.settle()
+
+    assert EXECUTORS_AT_ANNOTATION not in world.annotations
+    assert len(world.pods) == 3
+
+
+def test_flink_taskmanagers_come_after_the_start_up() -> None:
+    world = World(flink_job(), STARTUP_SETTINGS)
+
+    world.settle()
+    assert [pod.role for pod in world.pods.values()] == [PodRole.JOBMANAGER]
+    assert world.status["jobStatus"]["state"] == "RUNNING"
+    due = NOW + timedelta(seconds=3)  # 30 s alone x 0.1
+    assert world.annotations[EXECUTORS_AT_ANNOTATION] == due.isoformat()
+
+    world.pass_time(due)
+    world.settle()
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert (plan.started_at, plan.ends_at) == (due, due + timedelta(seconds=6))

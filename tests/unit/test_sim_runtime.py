@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY
+from esi.results.calibration import TABLE_CONFIGMAP, TABLE_KEY, TIME_SCALE_KEY
 from sim.runtime import DEFAULT_TABLE, InterferenceModel, ModelError, Tables
 
 THESIS = InterferenceModel.from_csv(DEFAULT_TABLE)
@@ -145,3 +145,53 @@ def test_a_configmap_without_a_usable_table_is_refused_and_the_table_before_stay
     with pytest.raises(ModelError, match=message):
         before.changed(configmap)
     assert before.removed(table_configmap("team-a", "", name="other")) == before
+
+
+STARTUPS = InterferenceModel.from_csv(
+    """job,colocated_with,mean_runtime_s,samples,stdev_s,mean_startup_s
+a,-,10,2,,12
+a,b,20,2,,18
+a,c,20,1,,15
+a,d,20,1,,
+b,c,30,1,,10
+b,d,30,3,,20
+c,a,40,1,,
+""",
+    time_scale=0.5,
+)
+
+
+@pytest.mark.parametrize(
+    ("job", "colocated", "startup"),
+    [
+        pytest.param("a", [], 12, id="alone: its alone row"),
+        pytest.param("a", ["b"], 18, id="next to a neighbour: its row"),
+        pytest.param("a", ["b", "c"], 18, id="next to several: the longest of their rows"),
+        pytest.param("a", ["d"], 12, id="a row without a start-up: the alone row"),
+        pytest.param("a", ["z"], 12, id="an unknown neighbour: the alone row"),
+        pytest.param("b", [], 17.5, id="never alone: the samples-weighted mean of its rows, (10 + 3 x 20) / 4"),
+        pytest.param("c", ["a"], 0, id="no start-up measured: none"),
+        pytest.param("z", [], 0, id="an unknown job: none"),
+    ],
+)
+def test_the_start_up_of_a_job(job: str, colocated: list[str], startup: float) -> None:
+    assert STARTUPS.startup(job, colocated) == startup
+    assert STARTUPS.startup_delay(job, colocated) == timedelta(seconds=startup * 0.5)
+
+
+def test_the_theses_table_has_no_start_up() -> None:
+    assert THESIS.startup("batchjob-sample3", ["batchjob-flink"]) == 0
+
+
+def test_a_namespaces_configmap_may_set_its_time_scale() -> None:
+    def with_scale(scale: str) -> dict[str, object]:
+        return table_configmap("team-a", TEAM_A) | {"data": {TABLE_KEY: TEAM_A, TIME_SCALE_KEY: scale}}
+
+    tables = Tables(DEFAULT).changed(with_scale("1"))
+
+    assert tables.model_for("team-a").time_scale == 1
+    assert tables.model_for("team-a").duration("a", []) == timedelta(seconds=10)
+    assert tables.model_for("team-b").time_scale == 0.5
+    for bad in ("0", "fast", "nan"):
+        with pytest.raises(ModelError, match=f"key time-scale: expected a positive factor, not '{bad}'"):
+            tables.changed(with_scale(bad))
