@@ -4,14 +4,17 @@
 Creates a fresh local cluster (real control plane, KWOK nodes) and runs, as processes: the Testbed reconciler
 (``python -m operators``), the API with the extender (``python -m api``) and two kube-schedulers with the
 same client qps/burst — esi's second scheduler calling the extender (filter + bind), a plain one without
-extender as the baseline and, unless ``--no-before``, one configured the earlier way (filter + preempt).
+extender as the baseline, unless ``--no-one-scheduler`` one with an ordinary pods' profile beside esi's (one scheduler
+for both, docs/design.md#one-scheduler-for-both) and, unless ``--no-before``, one configured the earlier way (filter +
+preempt).
 
 esi run: a Testbed of ``--nodes`` full nodes (every slot's ghost fills its node), job k reserved the slots
 of node k, and its executors are pinned there as esi pins executors (node affinity to their slots' nodes by
 label and by name, ``esi.objects.applications.slot_node_affinity``); all executors are created at once
 (``--creators`` threads, as many Spark drivers would create theirs) and the clock stops when every one runs.
 Each needs the extender's filter answer and its bind call, which deletes the slot's ghost and binds the
-executor. Before run:
+executor. One-scheduler run: the same on a Testbed of its own whose nodes advertise their slots, each executor
+requesting one, placed by esi's profile of a scheduler that runs an ordinary profile too. Before run:
 the same on a Testbed of its own, each executor needing a preemption of its slot's ghost, the ghost's
 deletion and a second scheduling cycle. Baseline run, same process: the same number of pods, same sizes,
 pinned the same way to as many empty nodes, placed by the plain scheduler (one cycle, nothing to
@@ -37,7 +40,8 @@ from typing import Any, cast
 
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.core.client import LabelValue
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import NodeStatus, Pod
+from lightkube.types import PatchType
 
 from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times, scheduler_buckets
@@ -55,6 +59,7 @@ from esi.objects.names import (
     TESTBED_LABEL,
     slot_of,
 )
+from esi.objects.slot_resource import advertised_slots, requesting_a_slot
 from esi.resources.meta import API_VERSION
 from infra.local_cluster import NodeSpec
 from infra.stacks.second_scheduler import SecondScheduler, SecondSchedulerSettings
@@ -84,6 +89,9 @@ TESTBED = Pool("esi.bench/testbed-node", "tb")
 BASELINE = Pool("esi.bench/baseline-node", "base")
 BEFORE = Pool("esi.bench/before-node", "before")
 FLOOR = Pool("esi.bench/floor-node", "floor")
+ONE = Pool("esi.bench/one-node", "one")
+ONE_SCHEDULER = "esi-one"  # esi's profile in a scheduler that runs the ordinary pods' profile too
+ORDINARY_PROFILE = "bench-ordinary"
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -97,13 +105,25 @@ def _wait(what: str, probe: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.5)
 
 
-def _pod(name: str, scheduler: str, affinity: dict[str, Any], labels: dict[str, str], priority: str | None) -> Pod:
+def _pod(
+    name: str,
+    scheduler: str,
+    affinity: dict[str, Any],
+    labels: dict[str, str],
+    priority: str | None,
+    *,
+    slot: bool = False,
+) -> Pod:
+    """One slot's size (``slot``: and one slot of the slot resource)."""
     size = {"cpu": "1", "memory": "1Gi"}
+    resources: dict[str, Any] = {"requests": size, "limits": size}
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "affinity": affinity,
         "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": size, "limits": size}}],
+        "containers": [
+            {"name": "main", "image": PAUSE_IMAGE, "resources": requesting_a_slot(resources) if slot else resources}
+        ],
     }
     if priority is not None:
         spec["priorityClassName"] = priority
@@ -251,10 +271,19 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
     _wait(f"every slot of {name} reserved", lambda: testbed_status().get("counts", {}).get("reserved") == reserved, 600)
 
 
-def _executors(run: str, testbed: str, scheduler: str, pool: Pool, *, nodes: int, per_node: int) -> list[Pod]:
+def _executors(
+    run: str, testbed: str, scheduler: str, pool: Pool, *, nodes: int, per_node: int, slot: bool = False
+) -> list[Pod]:
     labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, "bench": run}
     return [
-        _pod(f"{run}-{k}-{e}", scheduler, pool.affinity(k), labels | {JOB_LABEL: f"job-{k}"}, EXECUTOR_PRIORITY_CLASS)
+        _pod(
+            f"{run}-{k}-{e}",
+            scheduler,
+            pool.affinity(k),
+            labels | {JOB_LABEL: f"job-{k}"},
+            EXECUTOR_PRIORITY_CLASS,
+            slot=slot,
+        )
         for k in range(nodes)
         for e in range(per_node)
     ]
@@ -331,6 +360,27 @@ def _measured(
     return Placed(seconds, running, "\n".join(line for line in where if line))
 
 
+def _one_scheduler_run(stack: Stack, qps: float, burst: int, creators: int, *, nodes: int, per_node: int) -> Placed:
+    """The one-scheduler run: Testbed ``one`` over nodes that advertise their slots, placed by esi's profile of a
+    scheduler that runs an ordinary pods' profile too, each executor requesting a slot."""
+    for k in range(nodes):
+        stack.client.patch(NodeStatus, ONE.node(k), advertised_slots(per_node), patch_type=PatchType.MERGE)
+    shared = SecondSchedulerSettings(
+        ONE_SCHEDULER, stack.extender_url, shared_with=ORDINARY_PROFILE, qps=qps, burst=burst
+    )
+    scheduler = SecondScheduler(stack.cluster, shared)
+    scheduler.start()
+    _testbed(stack.cluster, "one", ONE.label, nodes=nodes, per_node=per_node)
+    time.sleep(2)  # as for the other runs: the extender's watch follows the statuses
+    executors = nodes * per_node
+    print(f"\none scheduler: {executors} executors into their reserved slots by esi's profile of a shared scheduler")
+    pods = _executors("one", "one", ONE_SCHEDULER, ONE, nodes=nodes, per_node=per_node, slot=True)
+    placed = _measured(stack, pods, "one", scheduler, creators)
+    _check(placed.running, [ONE.node(k) for k in range(nodes)], per_node)
+    print(placed.where, flush=True)
+    return placed
+
+
 def run(
     nodes: int,
     per_node: int,
@@ -340,16 +390,14 @@ def run(
     *,
     before: bool = True,
     floor: bool = True,
+    one: bool = True,
     creators: int = 8,
 ) -> None:
     executors = nodes * per_node
     # Full nodes: the slots' ghosts take all of each testbed node.
     cpu, memory = str(per_node), f"{per_node}Gi"
-    specs = TESTBED.specs(nodes, cpu, memory) + BASELINE.specs(nodes, cpu, memory)
-    if before:
-        specs += BEFORE.specs(nodes, cpu, memory)
-    if floor:
-        specs += FLOOR.specs(nodes, cpu, memory)
+    pools = [TESTBED, BASELINE, *([BEFORE] if before else []), *([FLOOR] if floor else []), *([ONE] if one else [])]
+    specs = [spec for pool in pools for spec in pool.specs(nodes, cpu, memory)]
     with local_stack("bench-placement", specs, qps=qps, burst=burst, keep_logs=keep_logs) as stack:
         cluster = stack.cluster
         plain = SecondScheduler(cluster, SecondSchedulerSettings("plain-scheduler", qps=qps, burst=burst))
@@ -390,6 +438,12 @@ def run(
             f"  esi (filter + swap at binding):     {esi.seconds:6.1f}s  {executors / esi.seconds:6.1f} pods/s"
             "  — every executor checked in its own slot",
         ]
+        if one:
+            shared = _one_scheduler_run(stack, qps, burst, creators, nodes=nodes, per_node=per_node)
+            figures.append(
+                f"  one scheduler for both (same swap): {shared.seconds:6.1f}s  {executors / shared.seconds:6.1f} "
+                f"pods/s  — ratio to esi's time: {shared.seconds / esi.seconds:.2f}"
+            )
         if before:
             print(f"\nbefore: {executors} executors the earlier way (filter, preemption of the ghost, second cycle)")
             earlier = _measured(
@@ -423,6 +477,7 @@ def run(
         ]
         if floor:
             figures.append(f"  ratio floor / baseline time: {lowest.seconds / base.seconds:.2f}")
+
         if before:
             figures += [
                 f"  ratio before / baseline time: {earlier.seconds / base.seconds:.2f}",
@@ -448,6 +503,12 @@ def main() -> None:
         help="leave out the floor run (executors placed at their creation, no scheduler)",
     )
     parser.add_argument(
+        "--no-one-scheduler",
+        dest="one",
+        action="store_false",
+        help="leave out the run with one scheduler for both (an ordinary profile beside esi's)",
+    )
+    parser.add_argument(
         "--creators",
         type=int,
         default=8,
@@ -464,6 +525,7 @@ def main() -> None:
         args.keep_logs,
         before=args.before,
         floor=args.floor,
+        one=args.one,
         creators=args.creators,
     )
 

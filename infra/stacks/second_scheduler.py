@@ -5,7 +5,9 @@ process and, on a real cluster, into the ConfigMap of the scheduler's Deployment
 (docs/design.md#second-scheduler): its own scheduler name; ``percentageOfNodesToScore: 100``, or above 100
 nodes the slot's node may never be offered to the extender; raised client qps/burst; the extender with
 filter and bind verbs and ``nodeCacheCapable``, and a profile that neither counts resources nor preempts
-(an executor takes its slot's room from the slot's ghost as the extender binds it).
+(an executor takes its slot's room from the slot's ghost as the extender binds it). The same configuration, with
+the ordinary pods' profile beside esi's, is the cluster's own scheduler in the placement that keeps reserved room
+on shared nodes (``shared_with``).
 
 ``scheduler_image`` is the pinned kube-scheduler (the toolchain's static binary) alone in an image, run as the
 "nonroot" user of Kubernetes' own images (65532) — what ``registry.k8s.io/kube-scheduler`` holds, made here
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from esi.objects.slot_resource import SLOT_RESOURCE
 from infra import images, toolchain
 from infra.local_cluster import ClusterError, LocalCluster, free_port
 from infra.local_cluster.supervise import supervised
@@ -49,10 +52,16 @@ NONROOT_UID: Final = 65532  # the "nonroot" user of the distroless base of Kuber
 class SecondSchedulerSettings:
     """``bind_verb``: executors take their slot's room from its ghost as they are bound, by the extender; the
     scheduler counts no resources and preempts nothing. None: the scheduler counts resources and preempts the
-    slot's ghost through the extender's ``preempt_verb`` first (a round per executor; the benchmarks' "before")."""
+    slot's ghost through the extender's ``preempt_verb`` first (a round per executor; the benchmarks' "before").
+
+    ``shared_with``: the scheduler name of the ordinary pods' profile this scheduler runs too (the cluster's own,
+    ``default-scheduler``): one process, one cache, so an executor counts on its node from the moment it is
+    assumed, before its slot's ghost goes (docs/design.md#one-scheduler-for-both); the extender is then asked
+    only about pods that request a slot (``esi.objects.slot_resource``). None: esi's scheduler alone."""
 
     scheduler_name: str
     extender_url: str | None = None
+    shared_with: str | None = None
     filter_verb: str = "filter"
     bind_verb: str | None = "bind"
     preempt_verb: str = "preempt"
@@ -73,6 +82,9 @@ def scheduler_configuration(settings: SecondSchedulerSettings, kubeconfig: str |
         "percentageOfNodesToScore": 100,
         "profiles": [{"schedulerName": settings.scheduler_name}],
     }
+    esi_profile = config["profiles"][0]
+    if settings.shared_with is not None:
+        config["profiles"].insert(0, {"schedulerName": settings.shared_with})
     if kubeconfig is not None:
         config["clientConnection"]["kubeconfig"] = kubeconfig
     if settings.extender_url is not None:
@@ -91,7 +103,10 @@ def scheduler_configuration(settings: SecondSchedulerSettings, kubeconfig: str |
             # A slot's room is held by its ghost until the extender swaps the executor in at binding: counted,
             # it would turn every executor away and start a preemption round.
             disabled = [{"name": "NodeResourcesFit"}, {"name": "DefaultPreemption"}]
-            config["profiles"][0]["plugins"] = {"multiPoint": {"disabled": disabled}}
+            esi_profile["plugins"] = {"multiPoint": {"disabled": disabled}}
+        if settings.shared_with is not None:
+            # Top-level extenders serve every profile: the ordinary pods' profile places and binds its pods alone.
+            extender["managedResources"] = [{"name": SLOT_RESOURCE, "ignoredByScheduler": False}]
         config["extenders"] = [extender]
     return config
 

@@ -19,6 +19,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
 from esi.objects.names import EXECUTOR_PRIORITY_CLASS, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, TESTBED_LABEL
+from esi.objects.slot_resource import requesting_a_slot
 from infra.local_cluster import LocalCluster, free_port
 from infra.stacks.processes import EsiProcess
 from infra.toolchain.commands import exclusive
@@ -50,11 +51,18 @@ def pod(
     node_selector: Mapping[str, str] | None = None,
     node_name: str | None = None,
     tolerations: Sequence[Mapping[str, str]] = (),
+    slot: bool = False,
 ) -> Any:
+    """A pod of one pause container (``slot``: it requests one slot, ``esi.objects.slot_resource``)."""
     resources = {"cpu": cpu, "memory": memory}
+    requirements: dict[str, Any] = {"requests": resources, "limits": resources}
     spec: dict[str, Any] = {
         "containers": [
-            {"name": "main", "image": PAUSE_IMAGE, "resources": {"requests": resources, "limits": resources}}
+            {
+                "name": "main",
+                "image": PAUSE_IMAGE,
+                "resources": requesting_a_slot(requirements) if slot else requirements,
+            }
         ],
         "terminationGracePeriodSeconds": 0,
     }
@@ -206,8 +214,10 @@ def executor_pod(
     job: str = "wordcount",
     testbed: str = "tb",
     tolerations: Sequence[Mapping[str, str]] = (),
+    slot: bool = False,
 ) -> Any:
-    """An executor of ``job`` in ``testbed`` for esi's second scheduler, one slot's size (1 cpu, 1Gi)."""
+    """An executor of ``job`` in ``testbed`` for esi's second scheduler, one slot's size (1 cpu, 1Gi; ``slot``: and
+    one slot of the slot resource)."""
     manifest = pod(
         name,
         namespace,
@@ -217,6 +227,7 @@ def executor_pod(
         priority_class_name=EXECUTOR_PRIORITY_CLASS,
         node_selector={"esi.test/pool": pool},
         tolerations=tolerations,
+        slot=slot,
     )
     manifest.metadata.labels = {ROLE_LABEL: ROLE_EXECUTOR, TESTBED_LABEL: testbed, JOB_LABEL: job}
     return manifest

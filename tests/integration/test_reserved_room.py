@@ -12,12 +12,16 @@ Spark's part for an executor refused so: a replacement, which the extender holds
 room as it frees, so the replacements run once the ordinary pods are gone. On nodes given to the Testbed alone (a
 taint only its ghosts and executors tolerate: ``spec.tolerations``), with the ordinary pods' other nodes full,
 no ordinary pod is ever on a Testbed node: that the test asserts, and the ``namespace`` fixture that the kubelet
-admitted every pod.
+admitted every pod. On shared nodes with one scheduler for both (the ordinary pods' profile and esi's in one
+kube-scheduler process, executors requesting a slot of the resource the nodes advertise:
+docs/design.md#one-scheduler-for-both), no ordinary pod ever has reserved room and the kubelet refuses nothing:
+that the test asserts too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 import time
@@ -29,15 +33,18 @@ from typing import Any
 
 import pytest
 from lightkube import ApiError, Client
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import NodeStatus, Pod
+from lightkube.types import PatchType
 
 from api.extender.slot_index import SlotIndex
+from api.metrics import EXTENDER_LATENCY
 from esi.objects.names import JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
+from esi.objects.slot_resource import advertised_slots
 from esi.resources.quantity import Quantity
 from esi.resources.testbed import SlotState
 from infra.local_cluster import LocalCluster
 from infra.stacks.second_scheduler import SecondScheduler
-from tests.integration.admission import KubeletAdmission
+from tests.integration.admission import KubeletAdmission, Refusal
 from tests.integration.conftest import AddNodes
 from tests.integration.esi_objects import set_scheduling_status, settled, status_of
 from tests.integration.kube import create_in, create_testbed, events, executor_pod, pod, wait_for
@@ -50,8 +57,13 @@ ORDINARY = "ordinary"
 ORDINARY_NODES = 2  # beside dedicated Testbed nodes: where the ordinary pods can run (4 each)
 
 
-@pytest.mark.parametrize("dedicated", [False, True], ids=["shared-nodes", "dedicated-nodes"])
+@pytest.mark.parametrize(
+    ("one_scheduler", "dedicated"),
+    [(False, False), (False, True), (True, False)],
+    ids=["shared-nodes", "dedicated-nodes", "shared-nodes-one-scheduler"],
+)
 def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_nodes(
+    one_scheduler: bool,
     dedicated: bool,
     esi_operators: LocalCluster,
     client: Client,
@@ -64,66 +76,55 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     kubelet_admission: KubeletAdmission,
 ) -> None:
     url, index = fed_extender
-    if not dedicated:
+    if not dedicated and not one_scheduler:
         kubelet_admission.expect_refusals(namespace)  # what a kubelet would refuse here is measured, below
     label = f"esi.test/slots-{unique}"
     nodes = [add_nodes(1, cpu=str(NODE_CPU), memory="8Gi", labels={label: str(i)})[0] for i in range(NODES)]
     tolerations: list[dict[str, str]] = []
     ordinary_room = NODES * (NODE_CPU - SLOTS_PER_NODE)
     if dedicated:
-        esi_operators.kubectl("taint", "nodes", "-l", label, f"esi.test/dedicated={unique}:NoSchedule")
-        tolerations = [{"key": "esi.test/dedicated", "operator": "Equal", "value": unique, "effect": "NoSchedule"}]
+        tolerations = dedicate(esi_operators, label, unique)
         ordinary_room = ORDINARY_NODES * Decimal(2)
         add_nodes(ORDINARY_NODES, cpu="2", memory="8Gi")
+    if one_scheduler:  # the Testbed's nodes advertise their slots (KWOK's admission counts cpu and memory only)
+        for node in nodes:
+            client.patch(NodeStatus, node, advertised_slots(SLOTS_PER_NODE), patch_type=PatchType.MERGE)
     create_testbed(esi_operators, namespace, label, slots_per_node=SLOTS_PER_NODE, tolerations=tolerations)
     total = NODES * SLOTS_PER_NODE
-    wait_for(f"{total} slots with their ghosts", settled(esi_operators, namespace, total), timeout=120)
-    create_in(
-        esi_operators,
-        namespace,
-        scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": f"job-{k}"} for k in range(NODES)]),
+    reserve_every_slot(esi_operators, namespace, index, total)
+    # One scheduler: the ordinary pods' profile (the cluster's default-scheduler, here of this test's own name) and
+    # esi's in one kube-scheduler process.
+    ordinary_scheduler = f"{ORDINARY}-{unique}" if one_scheduler else None
+    scheduler = second_scheduler(url, shared_with=ordinary_scheduler)
+    executor_pod_ = functools.partial(
+        executor_pod,
+        namespace=namespace,
+        pool=unique,
+        scheduler=scheduler.settings.scheduler_name,
+        tolerations=tolerations,
+        slot=one_scheduler,
     )
-    set_scheduling_status(
-        esi_operators,
-        namespace,
-        [
-            {"name": f"job-{k}", "state": "Reserved", "executors": 4, "slots": [k + NODES * p for p in range(4)]}
-            for k in range(NODES)
-        ],
-    )
-    wait_for(
-        "the extender to see every reservation",
-        lambda: sum(s.state == SlotState.RESERVED for s in index.slots(namespace, "tb") or ()) == total,
-        timeout=60,
-    )
-    scheduler = second_scheduler(url)
 
     fit = int(ordinary_room / ORDINARY_CPU)
-    with ordinary_stream(client, namespace, unique, fit) as stream, observer(client, namespace, set(nodes)) as seen:
+    with (
+        ordinary_stream(client, namespace, unique, fit, ordinary_scheduler) as stream,
+        observer(client, namespace, set(nodes)) as seen,
+    ):
         wait_for("ordinary pods waiting for room", lambda: stream.pending() >= 20, timeout=120)
         created_before = stream.created
         for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE)):
-            client.create(
-                executor_pod(
-                    f"job-{k}-exec-{e}",
-                    namespace,
-                    pool=unique,
-                    scheduler=scheduler.settings.scheduler_name,
-                    job=f"job-{k}",
-                    tolerations=tolerations,
-                )
-            )
+            client.create(executor_pod_(f"job-{k}-exec-{e}", job=f"job-{k}"))
         # As Spark does, an executor its kubelet refused (KWOK admits as a kubelet does) is replaced by a new one,
         # which waits while its slot has no room: while the stream lasts, ordinary pods keep taking that room.
         replaced: list[str] = []
         first = {f"job-{k}-exec-{e}" for k, e in itertools.product(range(NODES), range(SLOTS_PER_NODE))}
 
         def placed() -> list[Any] | None:
-            replaced.extend(replace_refused(client, namespace, unique, scheduler.settings.scheduler_name, tolerations))
+            replaced.extend(replace_refused(client, namespace, executor_pod_))
             return running_executors(client, namespace, total)
 
         def each_ran_or_was_refused() -> bool:
-            replaced.extend(replace_refused(client, namespace, unique, scheduler.settings.scheduler_name, tolerations))
+            replaced.extend(replace_refused(client, namespace, executor_pod_))
             running = {str(p.metadata.name) for p in running_executors(client, namespace, None) or ()}
             return all(name in running or f"{name}-r" in replaced for name in first)
 
@@ -135,11 +136,7 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
     delete_ordinary_pods(client, namespace)
     running = wait_for(f"{total} executors to run", placed, 300)
 
-    told_no_room = {
-        e["involvedObject"]["name"]
-        for e in events(esi_operators, namespace, "FailedScheduling")
-        if "has no room" in e.get("message", "")
-    }
+    told_no_room = told_their_slot_has_no_room(esi_operators, namespace)
     extra = sum((cpu - NODE_CPU for cpu, _ in seen.overcommitted.values()), Decimal(0))
     refused = kubelet_admission.refused_in(namespace)
     refused_executors = sum(r.pod.startswith("job-") for r in refused)
@@ -148,25 +145,87 @@ def test_executors_take_their_slots_at_once_while_ordinary_pods_compete_for_the_
         f"  {total} executors took their slots while {stream.created} ordinary pods came and went "
         f"({came_meanwhile} while the executors took their slots, {stream.pending_at_most} waiting for room at "
         f"most), {seen.snapshots} snapshots of every node:\n"
-        f"  {'dedicated' if dedicated else 'shared'} nodes: ordinary pods were on {len(seen.ordinary_on)} of "
-        f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all; "
+        f"  {'dedicated' if dedicated else 'shared'} nodes, {'one scheduler' if one_scheduler else 'two schedulers'}: "
+        f"ordinary pods were on {len(seen.ordinary_on)} of "
+        f"{NODES} Testbed nodes and got reserved room on {len(seen.overcommitted)}, {extra} cpu in all; the "
+        f"extender bound {seen.extender_binds:.0f} pods while the stream lasted; "
         f"a kubelet refused {len(refused)} of the pods bound there ({refused_executors} executors, each replaced: "
         f"{len(replaced)} replacements, {len(told_no_room & set(replaced))} of them told their slot had no room "
         "before they ran)",
     )
     assert seen.snapshots > 20, "the observer saw too little to tell"
     assert came_meanwhile >= 5, "too few ordinary pods came while the executors took their slots"
+    if one_scheduler:
+        assert_room_kept(seen, refused, total)
     if dedicated:
         assert not seen.ordinary_on, (
             f"ordinary pods on {len(seen.ordinary_on)} dedicated nodes ({', '.join(sorted(seen.ordinary_on)[:3])}, "
             f"...), in reserved room on {len(seen.overcommitted)}"
         )
+    assert_each_in_a_slot_of_its_job(running, nodes)
+    wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
+
+
+def assert_room_kept(seen: Seen, refused: list[Refusal], executors: int) -> None:
+    """No ordinary pod in reserved room, no pod refused, and the extender asked to bind the executors alone."""
+    assert not seen.overcommitted, (
+        f"ordinary pods in reserved room on {len(seen.overcommitted)} nodes with one scheduler for both: "
+        f"{sorted(seen.overcommitted.items())[:2]}"
+    )
+    assert not refused, f"a kubelet refused {len(refused)} pods: {[str(r) for r in refused[:3]]}"
+    # The ordinary pods' profile binds its pods itself: the extender is asked only about pods requesting a slot
+    # (a few more binds: calls the scheduler made again).
+    binds = seen.extender_binds
+    assert binds <= executors + 5, f"the extender bound {binds:.0f} pods for {executors} executors"
+
+
+def assert_each_in_a_slot_of_its_job(running: list[Any], nodes: list[str]) -> None:
+    """Executor k of job j on job j's node, in one of the job's slots (j, j + NODES, ...), no slot given twice."""
     for executor in running:
         k = int(executor.metadata.labels[JOB_LABEL].removeprefix("job-"))
         assert executor.spec.nodeName == nodes[k]
         assert int((executor.metadata.annotations or {})[SLOT_ANNOTATION]) in {k + NODES * p for p in range(4)}
-    assert len({(e.metadata.annotations or {})[SLOT_ANNOTATION] for e in running}) == total, "a slot given twice"
-    wait_for("every slot occupied", lambda: status_of(esi_operators, namespace)["counts"].get("occupied") == total, 60)
+    slots = {(e.metadata.annotations or {})[SLOT_ANNOTATION] for e in running}
+    assert len(slots) == len(running), "a slot given twice"
+
+
+def dedicate(cluster: LocalCluster, label: str, unique: str) -> list[dict[str, str]]:
+    """The nodes labelled ``label`` tainted for the Testbed alone; the toleration its ghosts and executors need."""
+    cluster.kubectl("taint", "nodes", "-l", label, f"esi.test/dedicated={unique}:NoSchedule")
+    return [{"key": "esi.test/dedicated", "operator": "Equal", "value": unique, "effect": "NoSchedule"}]
+
+
+def reserve_every_slot(cluster: LocalCluster, namespace: str, index: SlotIndex, total: int) -> None:
+    """Once Testbed ``tb`` has its ``total`` ghosts, a Scheduling reserving slots k, k + NODES, ... for job k,
+    and the extender seeing every reservation."""
+    wait_for(f"{total} slots with their ghosts", settled(cluster, namespace, total), timeout=120)
+    create_in(
+        cluster,
+        namespace,
+        scheduling_manifest(testbed={"name": "tb"}, queueBased=[{"name": f"job-{k}"} for k in range(NODES)]),
+    )
+    set_scheduling_status(
+        cluster,
+        namespace,
+        [
+            {"name": f"job-{k}", "state": "Reserved", "executors": 4, "slots": [k + NODES * p for p in range(4)]}
+            for k in range(NODES)
+        ],
+    )
+    wait_for(
+        "the extender to see every reservation",
+        lambda: sum(s.state == SlotState.RESERVED for s in index.slots(namespace, "tb") or ()) == total,
+        timeout=60,
+    )
+
+
+def told_their_slot_has_no_room(cluster: LocalCluster, namespace: str) -> set[str]:
+    """The pods the extender told (in a FailedScheduling Event) that their slot has no room."""
+    return {
+        e["involvedObject"]["name"]
+        for e in events(cluster, namespace, "FailedScheduling")
+        if "has no room" in e.get("message", "")
+    }
 
 
 def delete_ordinary_pods(client: Client, namespace: str) -> None:
@@ -175,11 +234,9 @@ def delete_ordinary_pods(client: Client, namespace: str) -> None:
             client.delete(Pod, str(ordinary.metadata.name), namespace=namespace)  # type: ignore[union-attr]
 
 
-def replace_refused(
-    client: Client, namespace: str, pool: str, scheduler: str, tolerations: list[dict[str, str]]
-) -> list[str]:
-    """Each executor its kubelet refused deleted and made again under a new name, as Spark replaces a lost
-    executor; the names of the new ones."""
+def replace_refused(client: Client, namespace: str, replacement_of: Callable[..., Any]) -> list[str]:
+    """Each executor its kubelet refused deleted and made again under a new name (``replacement_of(name, job=...)``),
+    as Spark replaces a lost executor; the names of the new ones."""
     made = []
     for executor in client.list(Pod, namespace=namespace, labels={ROLE_LABEL: ROLE_EXECUTOR}):
         status, name = executor.status, str(executor.metadata.name)  # type: ignore[union-attr]
@@ -188,9 +245,7 @@ def replace_refused(
         job = executor.metadata.labels[JOB_LABEL]  # type: ignore[union-attr,index]
         client.delete(Pod, name, namespace=namespace)
         replacement = f"{name}-r"
-        client.create(
-            executor_pod(replacement, namespace, pool=pool, scheduler=scheduler, job=job, tolerations=tolerations)
-        )
+        client.create(replacement_of(replacement, job=job))
         made.append(replacement)
     return made
 
@@ -236,15 +291,19 @@ def repeating(name: str, step: Callable[[], None], pause: float) -> Iterator[Non
 
 
 @contextmanager
-def ordinary_stream(client: Client, namespace: str, pool: str, fit: int) -> Iterator[Stream]:
-    """Ordinary pods of the default scheduler for the pool's nodes, always more than ``fit`` (as many as the
-    room they may take holds): one is created and the oldest running one deleted every 20 ms, so some always
-    wait, retried as room frees up."""
+def ordinary_stream(client: Client, namespace: str, pool: str, fit: int, scheduler: str | None) -> Iterator[Stream]:
+    """Ordinary pods of ``scheduler`` (None: the default scheduler) for the pool's nodes, always more than ``fit``
+    (as many as the room they may take holds): one is created and the oldest running one deleted every 20 ms, so
+    some always wait, retried as room frees up."""
     stream, numbers = Stream(), itertools.count()
 
     def step() -> None:
         manifest = pod(
-            f"{ORDINARY}-{next(numbers)}", namespace, cpu=str(ORDINARY_CPU), node_selector={"esi.test/pool": pool}
+            f"{ORDINARY}-{next(numbers)}",
+            namespace,
+            cpu=str(ORDINARY_CPU),
+            node_selector={"esi.test/pool": pool},
+            scheduler=scheduler,
         )
         manifest.metadata.labels = {"role": ORDINARY}
         client.create(manifest)
@@ -266,13 +325,24 @@ class Seen:
         self.snapshots = 0
         self.overcommitted: dict[str, tuple[Decimal, list[str]]] = {}
         self.ordinary_on: set[str] = set()
+        self.extender_binds = 0.0
+
+
+def extender_binds() -> float:
+    """The bind calls this process's extenders answered so far (``fed_extender`` runs in the test's process)."""
+    return sum(
+        sample.value
+        for metric in EXTENDER_LATENCY.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_count") and sample.labels.get("route") == "/extender/bind"
+    )
 
 
 @contextmanager
 def observer(client: Client, namespace: str, nodes: Collection[str]) -> Iterator[Seen]:
     """Lists the namespace's pods over and over; of ``nodes``, every one whose bound, unfinished pods request
     more cpu than it has is recorded with those pods (the most it was seen to hold), and every one an ordinary
-    pod was bound to."""
+    pod was bound to; and how many pods the extender bound meanwhile."""
     seen = Seen()
 
     def step() -> None:
@@ -289,8 +359,10 @@ def observer(client: Client, namespace: str, nodes: Collection[str]) -> Iterator
                 seen.overcommitted[node] = (cpu, sorted(p.metadata.name for p in pods))
         seen.snapshots += 1
 
+    binds_before = extender_binds()
     with repeating("room-observer", step, 0.03):
         yield seen
+    seen.extender_binds = extender_binds() - binds_before
 
 
 def requested_cpu(pod: Any) -> Decimal:

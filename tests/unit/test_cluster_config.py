@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from esi.objects.slot_resource import SLOT_RESOURCE
 from infra.local_cluster import KWOK_NODE_ANNOTATION, ClusterError, LocalCluster, NodeSpec, node_manifest
 from infra.stacks.second_scheduler import SecondSchedulerSettings, scheduler_configuration
 
@@ -58,6 +59,22 @@ def test_the_preemption_path_counts_resources_and_preempts_through_the_extender(
     (extender,) = config["extenders"]
     assert (extender["filterVerb"], extender["preemptVerb"]) == ("filter", "preempt")
     assert "bindVerb" not in extender
+
+
+def test_shared_with_the_ordinary_profile_one_process_runs_both_and_asks_the_extender_about_slots_only() -> None:
+    alone = scheduler_configuration(SecondSchedulerSettings("esi-scheduler", "http://esi/extender"), None)
+    settings = SecondSchedulerSettings("esi-scheduler", "http://esi/extender", shared_with="default-scheduler")
+
+    config = scheduler_configuration(settings, None)
+
+    ordinary, esi = config["profiles"]
+    assert ordinary == {"schedulerName": "default-scheduler"}, "ordinary pods are placed as by any kube-scheduler"
+    assert esi == alone["profiles"][0]
+    assert config["percentageOfNodesToScore"] == 100
+    (extender,) = config["extenders"]
+    assert extender["managedResources"] == [{"name": SLOT_RESOURCE, "ignoredByScheduler": False}]
+    assert {k: v for k, v in extender.items() if k != "managedResources"} == alone["extenders"][0]
+    assert "managedResources" not in alone["extenders"][0], "alone, esi's scheduler asks about every pod it places"
 
 
 def test_in_cluster_configuration_has_no_kubeconfig_and_https_extender_is_https() -> None:
