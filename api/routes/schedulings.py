@@ -101,7 +101,7 @@ _SLOTS_EXAMPLE: Final = {
     status_code=status.HTTP_201_CREATED,
     response_model=_ONE,
     dependencies=[may("create", "schedulings")],
-    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409, 413)},
+    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409)},
 )
 async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route declares)
     request: Annotated[

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_api_app
 from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
+from api.extender.app import create_extender_app
 from esi.resources.meta import GROUP
 from kube.resources import BatchJobResource
 from tests.builders import status_slot, stored
@@ -477,6 +478,27 @@ def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(api: TestCl
         assert "2 MiB" in answer.json()["detail"]["message"]
     assert "413" in api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]["responses"]
     assert "2 MiB" in api.get("/openapi.json").json()["info"]["description"]
+
+
+@pytest.mark.parametrize("app", ["api", "extender"])
+def test_every_operation_taking_a_body_documents_the_doors_refusals(app: str) -> None:
+    """A body that is no JSON is a 400 and one over the limit a 413 on every such route (``api.door``)."""
+    described = (create_api_app(StaticToken("t")) if app == "api" else create_extender_app()).openapi()
+    with_body = [
+        (method, path)
+        for path, operations in described["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+    undocumented = [
+        (method, path, code)
+        for method, path in with_body
+        for code in ("400", "413")
+        if code not in described["paths"][path][method]["responses"]
+    ]
+
+    assert len(with_body) >= 3
+    assert undocumented == []
 
 
 def test_external_scheduler_data_a_batchjob_cannot_hold_is_a_422_naming_the_field(api: TestClient) -> None:
