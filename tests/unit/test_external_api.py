@@ -16,7 +16,7 @@ from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
 from api.extender.app import create_extender_app
 from esi.resources.meta import GROUP
-from kube.resources import BatchJobResource
+from kube.resources import BatchJobResource, SchedulingResource
 from tests.builders import status_slot, stored
 from tests.manifests import FLINK, batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -427,6 +427,47 @@ def test_a_scheduling_its_testbed_could_never_run_is_a_422_and_nothing_is_writte
     assert [p["field"] for p in problems] == [field]
     assert says in problems[0]["problem"]
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
+
+
+class DeletingKube:
+    """The API server holding the cache's Scheduling ``s`` until it is deleted."""
+
+    def __init__(self, cache: ResourceCache) -> None:
+        scheduling = cache.schedulings.get("default", "s")
+        assert scheduling is not None
+        self.stored = scheduling.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        return SchedulingResource.from_dict(self.stored)
+
+    async def delete(self, resource: Any, name: str, *, namespace: str | None = None) -> None:
+        return None
+
+
+def test_a_submissions_answer_links_to_reading_and_deleting_the_scheduling_it_wrote() -> None:
+    described = create_api_app(StaticToken("t")).openapi()
+    responses = described["paths"]["/external/schedulings"]["post"]["responses"]
+
+    for status in ("200", "201"):
+        links = responses[status]["links"]
+        targets = {link["operationRef"].removeprefix("#/paths/").replace("~1", "/") for link in links.values()}
+        assert targets == {"/external/schedulings/{name}/get", "/external/schedulings/{name}/delete"}
+        for link in links.values():
+            path, method = link["operationRef"].removeprefix("#/paths/").replace("~1", "/").rsplit("/", 1)
+            parameters = {p["name"] for p in described["paths"][path][method]["parameters"]}
+            assert set(link["parameters"]) <= parameters
+
+
+def test_a_deleted_scheduling_is_gone_for_the_next_read(cache: ResourceCache) -> None:
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache, kube=DeletingKube(cache))) as api:  # type: ignore[arg-type]
+        deleted = api.delete("/external/schedulings/s", headers=AUTH)
+        read = api.get("/external/schedulings/s", headers=AUTH)
+        listed = api.get("/external/schedulings", headers=AUTH)
+
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["name"] == "s"
+    assert read.status_code == 404
+    assert listed.json() == []
 
 
 class ListingKube:
