@@ -298,6 +298,22 @@ INVALID: dict[str, Invalid] = {
         "spec.slotBased.mode",
         "Unsupported value",
     ),
+    "scheduling naming a testbed by no object's name": Invalid(
+        scheduling_manifest(testbed={"name": "../x"}), "spec.testbed.name", "should match"
+    ),
+    "scheduling naming a testbed in no namespace's name": Invalid(
+        scheduling_manifest(testbed={"name": "tb", "namespace": "Jobs_1"}), "spec.testbed.namespace", "should match"
+    ),
+    "queue naming a job by no object's name": Invalid(
+        scheduling_manifest(queueBased=[{"name": "a"}, {"name": "word count"}]),
+        "spec.queueBased[1].name",
+        "should match",
+    ),
+    "slot list naming a job by no object's name": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a\nb", [0]))),
+        "spec.slotBased.jobs[0].name.name",
+        "should match",
+    ),
     "slot list job without slots": Invalid(
         scheduling_manifest(queueBased=None, slotBased=slot_based(("a", []))),
         "spec.slotBased.jobs[0].slotIds",
