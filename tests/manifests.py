@@ -122,6 +122,12 @@ VALID: dict[str, dict[str, Any]] = {
     "spark batchjob naming its driver's account in sparkConf": batchjob_manifest(
         sparkSpec={k: v for k, v in SPARK.items() if k != "driver"} | {"sparkConf": {DRIVER_ACCOUNT_CONF: "spark"}}
     ),
+    "spark batchjob with off-heap memory disabled, on spark 10": batchjob_manifest(
+        sparkSpec=SPARK | {"sparkConf": {"spark.memory.offHeap.enabled": "false"}, "sparkVersion": "10.0"}
+    ),
+    "spark batchjob whose executor has no sidecars": batchjob_manifest(
+        sparkSpec=SPARK | {"executor": {"sidecars": [], "cores": 1}}
+    ),
     "original flink job, given esi's account": batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK),
     "queue-based scheduling from the thesis": scheduling_manifest(),
     "slot-based scheduling, original upper-case mode": scheduling_manifest(
@@ -209,6 +215,36 @@ INVALID: dict[str, Invalid] = {
         "spec.sparkSpec.driver.serviceAccount",
         "set driver.serviceAccount",
     ),
+    "spark executors given pyspark memory beyond their slot": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"sparkConf": {"spark.executor.pyspark.memory": "512m"}}),
+        "spec.sparkSpec.sparkConf",
+        "make Spark add memory to each executor pod beyond its slot size",
+    ),
+    "spark executors given off-heap memory beyond their slot": Invalid(
+        batchjob_manifest(
+            sparkSpec=SPARK
+            | {"sparkConf": {"spark.memory.offHeap.enabled": " TRUE", "spark.memory.offHeap.size": "1g"}}
+        ),
+        "spec.sparkSpec.sparkConf",
+        "make Spark add memory to each executor pod beyond its slot size",
+    ),
+    "spark 2, which reads no pod template": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"sparkVersion": "v2.4.8"}),
+        "spec.sparkSpec.sparkVersion",
+        "use Spark 3 or later",
+    ),
+    **{
+        f"spark executor with {field}": Invalid(
+            batchjob_manifest(sparkSpec=SPARK | {"executor": {field: value}}),
+            f"spec.sparkSpec.executor.{field}",
+            "a slot is sized for the executor alone",
+        )
+        for field, value in {
+            "gpu": {"name": "nvidia.com/gpu", "quantity": 1},
+            "sidecars": [{"name": "log", "image": "busybox"}],
+            "initContainers": [{"name": "fetch", "image": "busybox"}],
+        }.items()
+    },
     "flink job manager without an account": Invalid(
         _without(
             batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)), "spec", "flinkSpec", "serviceAccount"
