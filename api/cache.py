@@ -11,7 +11,9 @@ everything but the network is tested without a cluster:
   the extender's index: the store is then told by it instead (``elsewhere``).
 
 A write made through the API is put into the cache at once (``Store.observed`` with the object the API
-server returned), so a client reads its own writes; the watch event of the same version changes nothing.
+server returned, ``Store.deleted`` after a DELETE), so a client reads its own writes; the watch event of the
+same version changes nothing. An object being deleted (``deletionTimestamp`` set, finalizers still to run) is
+gone for the cache's readers: it can only go, and the original's shapes have no word for "going".
 An older version never replaces a newer one. An object that does not validate against esi's models (a
 status written by another version of esi) is left out with a warning, not served half-understood.
 """
@@ -94,6 +96,9 @@ class Store(Generic[Model]):
         """An object as the API server sent it (watch event, or the answer to a write); returns the cache's
         object for it — this one validated, or the newer version the cache already holds — or None if it
         does not validate."""
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            self.deleted(raw)  # being deleted: gone for the API's readers, as after the API's own DELETE
+            return None
         resource = self._validated(raw)
         if resource is None:
             return None

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -97,6 +98,39 @@ def _methods(request: Request) -> list[str]:
 
 
 def guard(app: FastAPI, limit: int) -> None:
-    """Have ``app`` refuse bodies over ``limit`` bytes, and answer Starlette's own refusals in esi's shape."""
+    """Have ``app`` refuse bodies over ``limit`` bytes, and answer Starlette's own refusals in esi's shape; its
+    OpenAPI description says so on every operation that takes a body."""
     app.add_middleware(BodyLimit, limit=limit)
     app.add_exception_handler(StarletteHTTPException, _refused)
+    _describe(app, limit)
+
+
+_ERROR_REF: Final = "#/components/schemas/{model}"
+
+
+def _describe(app: FastAPI, limit: int) -> None:
+    """Add the door's refusals of a body (400 not decodable, 413 too large) to each operation that takes one."""
+    plain = app.openapi
+    refusals = {
+        "400": "The body is not JSON (or not the media type it is declared as)",
+        "413": too_large(limit).detail.message,
+    }
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            described = plain()
+            _, schemas = models_json_schema([(ErrorBody, "serialization")], ref_template=_ERROR_REF)
+            known = described.setdefault("components", {}).setdefault("schemas", {})
+            for name, schema in schemas.get("$defs", {}).items():
+                known.setdefault(name, schema)
+            body = {"application/json": {"schema": {"$ref": _ERROR_REF.format(model=ErrorBody.__name__)}}}
+            for path in described.get("paths", {}).values():
+                for operation in path.values():
+                    if isinstance(operation, dict) and "requestBody" in operation:
+                        responses = operation.setdefault("responses", {})
+                        for code, meaning in refusals.items():
+                            responses.setdefault(code, {"description": meaning, "content": body})
+            app.openapi_schema = described
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -28,7 +28,6 @@ from fastapi.responses import JSONResponse
 from lightkube import ApiError as KubeApiError
 
 from api.auth import AuthUnavailable, Refusal
-from api.door import API_BODY_LIMIT, too_large
 from esi.wire.rest import ApiError, ErrorBody, FieldProblem, field_problems
 
 __all__ = ["ErrorBody", "Problem", "install", "not_found", "problem_response", "refusal_responses", "refusals"]
@@ -55,7 +54,6 @@ def refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
         403: "The token's user may not do this in this namespace",
         404: "No such object in this namespace",
         409: "A conflicting change (e.g. the Scheduling is being deleted)",
-        413: too_large(API_BODY_LIMIT).detail.message,
         422: "The body or a parameter is invalid; `errors` names each field",
         503: "The Kubernetes API could not be asked",
     }

@@ -122,6 +122,12 @@ VALID: dict[str, dict[str, Any]] = {
     "spark batchjob naming its driver's account in sparkConf": batchjob_manifest(
         sparkSpec={k: v for k, v in SPARK.items() if k != "driver"} | {"sparkConf": {DRIVER_ACCOUNT_CONF: "spark"}}
     ),
+    "spark batchjob with off-heap memory disabled, on spark 10": batchjob_manifest(
+        sparkSpec=SPARK | {"sparkConf": {"spark.memory.offHeap.enabled": "false"}, "sparkVersion": "10.0"}
+    ),
+    "spark batchjob whose executor has no sidecars": batchjob_manifest(
+        sparkSpec=SPARK | {"executor": {"sidecars": [], "cores": 1}}
+    ),
     "original flink job, given esi's account": batchjob_manifest(sparkSpec=None, flinkSpec=ORIGINAL_FLINK),
     "queue-based scheduling from the thesis": scheduling_manifest(),
     "slot-based scheduling, original upper-case mode": scheduling_manifest(
@@ -209,6 +215,36 @@ INVALID: dict[str, Invalid] = {
         "spec.sparkSpec.driver.serviceAccount",
         "set driver.serviceAccount",
     ),
+    "spark executors given pyspark memory beyond their slot": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"sparkConf": {"spark.executor.pyspark.memory": "512m"}}),
+        "spec.sparkSpec.sparkConf",
+        "make Spark add memory to each executor pod beyond its slot size",
+    ),
+    "spark executors given off-heap memory beyond their slot": Invalid(
+        batchjob_manifest(
+            sparkSpec=SPARK
+            | {"sparkConf": {"spark.memory.offHeap.enabled": " TRUE", "spark.memory.offHeap.size": "1g"}}
+        ),
+        "spec.sparkSpec.sparkConf",
+        "make Spark add memory to each executor pod beyond its slot size",
+    ),
+    "spark 2, which reads no pod template": Invalid(
+        batchjob_manifest(sparkSpec=SPARK | {"sparkVersion": "v2.4.8"}),
+        "spec.sparkSpec.sparkVersion",
+        "use Spark 3 or later",
+    ),
+    **{
+        f"spark executor with {field}": Invalid(
+            batchjob_manifest(sparkSpec=SPARK | {"executor": {field: value}}),
+            f"spec.sparkSpec.executor.{field}",
+            "a slot is sized for the executor alone",
+        )
+        for field, value in {
+            "gpu": {"name": "nvidia.com/gpu", "quantity": 1},
+            "sidecars": [{"name": "log", "image": "busybox"}],
+            "initContainers": [{"name": "fetch", "image": "busybox"}],
+        }.items()
+    },
     "flink job manager without an account": Invalid(
         _without(
             batchjob_manifest(sparkSpec=None, flinkSpec=copy.deepcopy(FLINK)), "spec", "flinkSpec", "serviceAccount"
@@ -297,6 +333,22 @@ INVALID: dict[str, Invalid] = {
         scheduling_manifest(queueBased=None, slotBased=slot_based(("a", [0]), mode="sideways")),
         "spec.slotBased.mode",
         "Unsupported value",
+    ),
+    "scheduling naming a testbed by no object's name": Invalid(
+        scheduling_manifest(testbed={"name": "../x"}), "spec.testbed.name", "should match"
+    ),
+    "scheduling naming a testbed in no namespace's name": Invalid(
+        scheduling_manifest(testbed={"name": "tb", "namespace": "Jobs_1"}), "spec.testbed.namespace", "should match"
+    ),
+    "queue naming a job by no object's name": Invalid(
+        scheduling_manifest(queueBased=[{"name": "a"}, {"name": "word count"}]),
+        "spec.queueBased[1].name",
+        "should match",
+    ),
+    "slot list naming a job by no object's name": Invalid(
+        scheduling_manifest(queueBased=None, slotBased=slot_based(("a\nb", [0]))),
+        "spec.slotBased.jobs[0].name.name",
+        "should match",
     ),
     "slot list job without slots": Invalid(
         scheduling_manifest(queueBased=None, slotBased=slot_based(("a", []))),

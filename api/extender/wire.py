@@ -5,7 +5,8 @@ The scheduler sends Go structs without JSON tags, so the keys are Go's field nam
 camelCase keys, of which only the parts the extender reads are typed. esi's second scheduler runs with
 ``nodeCacheCapable: true``: it sends node *names* and, for preemption, victims by UID (``MetaVictims``).
 The full-object variants are accepted too, so a misconfigured scheduler gets an answer, not a crash.
-A request that does not fit these models is a client error (HTTP 400) naming the field.
+A request that does not fit these models is a client error (HTTP 400) naming the field; numbers are strict
+(``false`` is not a priority, as Go's decoder would not read it as one).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ __all__ = [
     "NodeMeta",
     "PodMeta",
     "SchedulingPod",
+    "VictimMeta",
+    "VictimPod",
     "Victims",
 ]
 
@@ -57,7 +60,7 @@ class PodMeta(_KubeObject):
 class PodSpec(_KubeObject):
     node_name: str | None = None
     scheduler_name: str | None = None
-    priority: int | None = None
+    priority: int | None = Field(default=None, strict=True)
 
 
 class SchedulingPod(_KubeObject):
@@ -65,6 +68,16 @@ class SchedulingPod(_KubeObject):
 
     metadata: PodMeta
     spec: PodSpec = Field(default_factory=PodSpec)
+
+
+class VictimMeta(PodMeta):
+    uid: str = Field(min_length=1)  # victims are evicted, and answered, by UID
+
+
+class VictimPod(SchedulingPod):
+    """A pod the scheduler would evict."""
+
+    metadata: VictimMeta
 
 
 class NodeMeta(_KubeObject):
@@ -111,12 +124,12 @@ class MetaPod(_GoStruct):
 
 class MetaVictims(_GoStruct):
     pods: list[MetaPod] = Field(default_factory=list, alias="Pods")
-    num_pdb_violations: int = Field(default=0, alias="NumPDBViolations")
+    num_pdb_violations: int = Field(default=0, alias="NumPDBViolations", strict=True)
 
 
 class Victims(_GoStruct):
-    pods: list[SchedulingPod] = Field(default_factory=list, alias="Pods")
-    num_pdb_violations: int = Field(default=0, alias="NumPDBViolations")
+    pods: list[VictimPod] = Field(default_factory=list, alias="Pods")
+    num_pdb_violations: int = Field(default=0, alias="NumPDBViolations", strict=True)
 
 
 class ExtenderPreemptionArgs(_GoStruct):

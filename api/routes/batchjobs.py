@@ -95,7 +95,7 @@ _JOB_UPDATE_EXAMPLE: Final = {
     summary="Replace a BatchJob's externalScheduler data",
     response_model=OriginalBatchJob | ExternalBatchJob,
     dependencies=[may("patch", "batchjobs")],
-    responses=refusals(404, 413),
+    responses=refusals(404),
 )
 @router.put("/jobs/", include_in_schema=False, dependencies=[may("patch", "batchjobs")])
 async def put_job(

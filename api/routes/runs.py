@@ -8,6 +8,7 @@ serves others; rows removed meanwhile are still sent as they were selected.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from enum import StrEnum
@@ -15,6 +16,7 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator
 
 from api.dependencies import Namespace, Runs, may
 from api.problems import Problem, refusals
@@ -44,6 +46,19 @@ CONTINUE_HEADER: Final = "Esi-Continue"
 class RunFormat(StrEnum):
     JSON = "json"
     CSV = "csv"
+
+
+_RFC3339: Final = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?")
+
+
+def _rfc3339(value: object) -> object:
+    """A moment as RFC 3339 writes it, as documented (pydantic alone would read a number as Unix seconds)."""
+    if isinstance(value, str) and not _RFC3339.fullmatch(value):
+        raise ValueError("not an RFC 3339 moment (e.g. 2026-11-28T18:00:00Z)")
+    return value
+
+
+Moment = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 def _query_problem(field: str, problem: str) -> Problem:
@@ -90,9 +105,9 @@ async def list_runs(  # noqa: PLR0917 (FastAPI passes what the route declares)
         ),
     ] = None,
     since: Annotated[
-        datetime | None, Query(description="Runs that ended at or after this moment (RFC 3339; UTC if no zone).")
+        Moment | None, Query(description="Runs that ended at or after this moment (RFC 3339; UTC if no zone).")
     ] = None,
-    until: Annotated[datetime | None, Query(description="Runs that started before this moment.")] = None,
+    until: Annotated[Moment | None, Query(description="Runs that started before this moment.")] = None,
     limit: Annotated[
         int, Query(ge=1, le=MAX_LIMIT, description=f"Runs per page, at most {MAX_LIMIT:,}.")
     ] = DEFAULT_LIMIT,

@@ -47,6 +47,18 @@ _SCHEDULINGS: Final[dict[View, TypeAdapter[Any]]] = {
 _ONE: Final = OriginalScheduling | ExternalScheduling
 
 
+def _to_the_submitted(method: str) -> dict[str, Any]:
+    """An OpenAPI link from a submission's answer to ``method`` on the Scheduling it wrote, in its namespace."""
+    return {
+        "operationRef": f"#/paths/~1external~1schedulings~1{{name}}/{method}",
+        "parameters": {"name": "$response.body#/name", "namespace": "$request.query.namespace"},
+    }
+
+
+# What a client does next with the Scheduling a submission wrote (for readers and fuzzers of the OpenAPI).
+_SUBMITTED_LINKS: Final = {"GetScheduling": _to_the_submitted("get"), "DeleteScheduling": _to_the_submitted("delete")}
+
+
 @router.get(
     "/schedulings",
     summary="All Schedulings",
@@ -101,7 +113,11 @@ _SLOTS_EXAMPLE: Final = {
     status_code=status.HTTP_201_CREATED,
     response_model=_ONE,
     dependencies=[may("create", "schedulings")],
-    responses={200: {"model": _ONE, "description": "Replaced"}, **refusals(409, 413)},
+    responses={
+        201: {"description": "Created", "links": _SUBMITTED_LINKS},
+        200: {"model": _ONE, "description": "Replaced", "links": _SUBMITTED_LINKS},
+        **refusals(409),
+    },
 )
 async def submit_scheduling(  # noqa: PLR0917 (FastAPI passes what the route declares)
     request: Annotated[
@@ -240,12 +256,15 @@ async def _replace_spec(kube: AsyncClient, name: str, namespace: str, spec: dict
 @router.delete(
     "/schedulings/{name}",
     summary="Delete a Scheduling (its Testbed and jobs are released)",
+    description="Answers with what the Scheduling was. From then on reads do not show it; while esi releases "
+    "its Testbed and jobs, a submission of the same name is a 409.",
     dependencies=[may("delete", "schedulings")],
     response_model=_ONE,
     responses=refusals(404),
 )
 async def delete_scheduling(
     name: Annotated[str, Path(max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)],
+    cache: Cache,
     kube: Kube,
     namespace: Namespace,
     view: AskedView,
@@ -257,6 +276,7 @@ async def delete_scheduling(
         if refusal(err) is Refusal.NOT_FOUND:
             raise not_found("Scheduling", name, namespace) from err
         raise
+    cache.schedulings.deleted(plain(current))  # read after it, it is gone (its finalizer may still run)
     try:
         return one(external_scheduling(Scheduling.model_validate(plain(current))), view)
     except ValidationError as err:  # deleted all the same; only its last view cannot be shown

@@ -382,16 +382,8 @@ _SPARK_EXECUTOR_CONF: Final = {
     "memory": "spark.executor.memory",
     "memoryOverhead": "spark.executor.memoryOverhead",
 }
-# Spark adds these to the executor pod's memory beyond heap + overhead, so the pod would outgrow its slot.
-_SPARK_EXTRA_MEMORY_CONF: Final = ("spark.executor.pyspark.memory", "spark.memory.offHeap.enabled")
 # Spark puts spark.executor.resource.<name>.amount (GPUs, FPGAs) on each executor pod as a limit.
 _SPARK_EXECUTOR_RESOURCE_CONF: Final = re.compile(r"spark\.executor\.resource\.[^.]+\.amount")
-# Executor fields the operator's webhook turns into more than the slot: more containers, or more resources.
-_SPARK_EXECUTOR_EXTRAS: Final = {
-    "gpu": "a GPU limit on the executor container",
-    "sidecars": "containers beside the executor, whose requests add to the pod's",
-    "initContainers": "init containers, whose requests and limits can raise the pod's",
-}
 # The operator names the container Spark builds the executor in (spark.kubernetes.executor.podTemplateContainerName).
 _SPARK_EXECUTOR_CONTAINER: Final = "spark-kubernetes-executor"
 # Resources a template's executor container may name: Spark sets cpu and memory over them (esi's sizes);
@@ -481,15 +473,10 @@ def _spark_spec(spec: dict[str, Any], executor: _ExecutorSettings, assignment: S
 
 def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
     """Raise ``ApplicationError`` for a setting that would make an executor pod request or be limited to more
-    than its slot, naming it: memory Spark adds beyond heap + overhead, extra resources, extra containers."""
+    than its slot, naming it: extra resources, and the executor template's extra containers or resources (the
+    BatchJob's own rules refuse extra memory, the executor's sidecars, init containers and GPU when it is
+    written)."""
     conf = spec.get("sparkConf") or {}
-    for key in _SPARK_EXTRA_MEMORY_CONF:
-        value = conf.get(key)
-        if value is not None and (key != "spark.memory.offHeap.enabled" or value.strip().lower() == "true"):
-            raise ApplicationError(
-                f'spec.sparkSpec.sparkConf["{key}"] is {value!r}: Spark adds that memory to each executor pod '
-                "beyond its slot size; esi sizes executors to their slot, so leave it out"
-            )
     for key, value in conf.items():
         if _SPARK_EXECUTOR_RESOURCE_CONF.fullmatch(key):
             raise ApplicationError(
@@ -497,12 +484,6 @@ def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
                 "and a slot has only cpu and memory; leave it out"
             )
     executor = spec.get("executor") or {}
-    for field, what in _SPARK_EXECUTOR_EXTRAS.items():
-        if executor.get(field):
-            raise ApplicationError(
-                f"spec.sparkSpec.executor.{field} is set: the operator would give each executor {what}, and a "
-                "slot is sized for the executor alone; leave it out"
-            )
     template_spec = (executor.get("template") or {}).get("spec") or {}
     where = "spec.sparkSpec.executor.template.spec"
     containers = template_spec.get("containers") or []
@@ -525,13 +506,6 @@ def _refuse_spark_extras(spec: Mapping[str, Any]) -> None:
                 f"{where}.containers[0].resources.{kind} names {', '.join(others)}: a slot has only cpu and "
                 "memory (which esi sets); leave the others out"
             )
-    version = str(spec.get("sparkVersion") or "")
-    major = version.lstrip("v").split(".")[0]
-    if major.isdigit() and int(major) < 3:
-        raise ApplicationError(
-            f"spec.sparkSpec.sparkVersion is {version!r}: esi places executors through a pod template, which "
-            "Spark reads from 3.0 on; use Spark 3 or later"
-        )
 
 
 def _flink_spec(

@@ -13,6 +13,7 @@ recorded elsewhere (the Scheduling's status), and ``status`` is written by the B
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -64,6 +65,44 @@ _NO_JOB_MANAGER_ACCOUNT: Final = (
 )
 
 
+# What makes a Spark executor pod larger than any slot, whatever the slot: refused when the BatchJob is written,
+# by the CRD (CEL) and by the model alike (what depends on the slot is refused when a Scheduling names the job).
+_PYSPARK_MEMORY_CONF: Final = "spark.executor.pyspark.memory"
+_OFF_HEAP_CONF: Final = "spark.memory.offHeap.enabled"
+_EXTRA_MEMORY: Final = (
+    f"{_PYSPARK_MEMORY_CONF} and {_OFF_HEAP_CONF}=true make Spark add memory to each executor pod beyond its "
+    "slot size; esi sizes executors to their slot, so leave them out"
+)
+# Executor fields the operator's webhook turns into more than the slot: more containers, or more resources.
+_EXECUTOR_EXTRAS: Final = {
+    "gpu": "a GPU limit on the executor container",
+    "sidecars": "containers beside the executor, whose requests add to the pod's",
+    "initContainers": "init containers, whose requests and limits can raise the pod's",
+}
+# Before Spark 3.0, which first reads the pod template esi places executors with.
+_OLD_SPARK_VERSION: Final = r"^v*0*[0-2]([.]|$)"  # a character class: CEL strings have no \.
+_OLD_SPARK: Final = "esi places executors through a pod template, which Spark reads from 3.0 on; use Spark 3 or later"
+
+
+def _extra_memory_conf(conf: Mapping[str, str]) -> list[str]:
+    """The keys of ``conf`` (a sparkConf) that make Spark add memory to each executor pod beyond its slot."""
+    return [
+        key
+        for key in (_PYSPARK_MEMORY_CONF, _OFF_HEAP_CONF)
+        if key in conf and (key != _OFF_HEAP_CONF or conf[key].strip().lower() == "true")
+    ]
+
+
+def _extra_rule(field: str) -> dict[str, str]:
+    return {
+        "rule": f"!has(self.executor) || !has(self.executor.{field})"
+        + ("" if field == "gpu" else f" || size(self.executor.{field}) == 0"),
+        "message": f"the operator would give each executor {_EXECUTOR_EXTRAS[field]}, and a slot is sized for "
+        "the executor alone; leave it out",
+        "fieldPath": f".executor.{field}",
+    }
+
+
 class OpenModel(EsiModel):
     """An embedded third-party spec: known fields typed, unknown ones kept (and preserved by the API server)."""
 
@@ -84,6 +123,9 @@ class SparkPodSpec(OpenModel):
     service_account: str | None = None
     scheduler_name: str | None = None
     priority_class_name: str | None = None
+    gpu: dict[str, Any] | None = None
+    sidecars: list[dict[str, Any]] | None = None
+    init_containers: list[dict[str, Any]] | None = None
 
 
 class SparkApplicationSpec(OpenModel):
@@ -97,6 +139,19 @@ class SparkApplicationSpec(OpenModel):
             "message": _NO_DRIVER_ACCOUNT,
             "fieldPath": ".driver.serviceAccount",
         },
+        {
+            "rule": f"!has(self.sparkConf) || (!('{_PYSPARK_MEMORY_CONF}' in self.sparkConf) && "
+            f"(!('{_OFF_HEAP_CONF}' in self.sparkConf) || "
+            f"self.sparkConf['{_OFF_HEAP_CONF}'].trim().lowerAscii() != 'true'))",
+            "message": _EXTRA_MEMORY,
+            "fieldPath": ".sparkConf",
+        },
+        {
+            "rule": f"!has(self.sparkVersion) || !self.sparkVersion.matches('{_OLD_SPARK_VERSION}')",
+            "message": _OLD_SPARK,
+            "fieldPath": ".sparkVersion",
+        },
+        *(_extra_rule(field) for field in _EXECUTOR_EXTRAS),
     )
 
     type: str = Field(description="Scala, Java, Python or R.")
@@ -105,7 +160,7 @@ class SparkApplicationSpec(OpenModel):
     image: str | None = None
     main_class: str | None = None
     arguments: list[str] | None = None
-    spark_version: str | None = None
+    spark_version: str | None = Field(default=None, max_length=64)
     spark_conf: dict[str, str] | None = None
     driver: SparkPodSpec | None = None
     executor: SparkPodSpec | None = None
@@ -115,6 +170,18 @@ class SparkApplicationSpec(OpenModel):
         if (self.driver and self.driver.service_account) or (self.spark_conf or {}).get(DRIVER_ACCOUNT_CONF):
             return self
         raise field_refusal(type(self), ("driver", "serviceAccount"), _NO_DRIVER_ACCOUNT)
+
+    @model_validator(mode="after")
+    def _executors_fit_a_slot(self) -> SparkApplicationSpec:
+        if _extra_memory_conf(self.spark_conf or {}):
+            raise field_refusal(type(self), ("sparkConf",), _EXTRA_MEMORY, self.spark_conf)
+        if self.spark_version is not None and re.match(_OLD_SPARK_VERSION, self.spark_version):
+            raise field_refusal(type(self), ("sparkVersion",), _OLD_SPARK, self.spark_version)
+        executor = self.executor.model_dump(by_alias=True, exclude_none=True) if self.executor else {}
+        for field, rule in ((f, _extra_rule(f)) for f in _EXECUTOR_EXTRAS):
+            if field in executor and (field == "gpu" or executor[field]):
+                raise field_refusal(type(self), ("executor", field), rule["message"], executor[field])
+        return self
 
 
 class FlinkJobSpec(OpenModel):

@@ -152,10 +152,12 @@ class ObjectReference(EsiModel):
     The namespace may be left out; it then means the referring object's own namespace.
     """
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="Name of the object.")
+    # Only names an object can have: the API server refuses anything else when the reference is written.
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN, description="Name of the object.")
     namespace: str | None = Field(
         default=None,
-        max_length=63,
+        max_length=MAX_NAMESPACE_LENGTH,
+        pattern=NAMESPACE_PATTERN,
         description="Namespace of the object; the referring object's namespace when left out.",
     )
 

@@ -232,29 +232,8 @@ def test_flink_refuses_a_cpu_size_it_cannot_read_exactly() -> None:
 
 
 @pytest.mark.parametrize(
-    ("conf", "field"),
-    [
-        ({"spark.executor.pyspark.memory": "512m"}, "spark.executor.pyspark.memory"),
-        ({"spark.memory.offHeap.enabled": "TRUE", "spark.memory.offHeap.size": "1g"}, "spark.memory.offHeap.enabled"),
-    ],
-)
-def test_spark_settings_that_would_grow_executors_beyond_their_slot_are_refused(
-    conf: dict[str, str], field: str
-) -> None:
-    with pytest.raises(ApplicationError, match=re.escape(field)):
-        build(spark_job(sparkConf=conf))
-
-
-@pytest.mark.parametrize(
     ("spec", "field"),
     [
-        pytest.param({"executor": {"gpu": {"name": "nvidia.com/gpu", "quantity": 1}}}, "executor.gpu", id="gpu"),
-        pytest.param({"executor": {"sidecars": [{"name": "log"}]}}, "executor.sidecars", id="sidecar"),
-        pytest.param(
-            {"executor": {"initContainers": [{"name": "fetch", "image": "busybox"}]}},
-            "executor.initContainers",
-            id="init container",
-        ),
         pytest.param(
             {"sparkConf": {"spark.executor.resource.gpu.amount": "1"}},
             'sparkConf["spark.executor.resource.gpu.amount"]',
@@ -280,7 +259,6 @@ def test_spark_settings_that_would_grow_executors_beyond_their_slot_are_refused(
             "executor.template.spec.containers[0].resources.limits names nvidia.com/gpu",
             id="template container gpu",
         ),
-        pytest.param({"sparkVersion": "2.4.8"}, "sparkVersion", id="spark 2 reads no pod template"),
     ],
 )
 def test_what_would_make_an_executor_pod_differ_from_its_slot_is_refused_naming_the_field(

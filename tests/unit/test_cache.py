@@ -40,6 +40,20 @@ def test_objects_are_added_changed_and_deleted_with_one_change_each() -> None:
     assert cache.testbeds.get("ns", "tb") is None
 
 
+def test_an_object_being_deleted_is_gone_for_readers_and_does_not_come_back() -> None:
+    cache, seen = ResourceCache(), Recorder()
+    cache.listen(seen)
+    cache.schedulings.observed(stored(scheduling_manifest(), "s", 1))
+    going = stored(scheduling_manifest(), "s", 2)
+    going["metadata"] |= {"deletionTimestamp": "2026-11-28T19:00:00Z", "finalizers": ["esi.tu-berlin.de/release"]}
+
+    cache.schedulings.observed(going)  # the API's own DELETE, or the watch after someone else's
+    cache.schedulings.observed(going | {"metadata": going["metadata"] | {"resourceVersion": "3"}})
+
+    assert cache.schedulings.get("ns", "s") is None
+    assert seen.changes == [("schedulings", "ADDED", "s"), ("schedulings", "DELETED", "s")]
+
+
 def test_an_older_version_never_replaces_a_newer_one() -> None:
     cache = ResourceCache()
     cache.jobs.observed(stored(batchjob_manifest(), "j", 7, state="Running"))  # e.g. the answer to a write

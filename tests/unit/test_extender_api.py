@@ -64,6 +64,25 @@ def test_preempt_names_the_ghost(client: TestClient) -> None:
             json.dumps({"Pod": executor_pod("e1"), "NodeNameToMetaVictims": {"n0": {"Pods": [{}]}}}).encode(),
             "NodeNameToMetaVictims.n0.Pods.0.UID",
         ),
+        (
+            "/extender/preempt",
+            json.dumps(
+                {"Pod": executor_pod("e1"), "NodeNameToVictims": {"n0": {"Pods": [{"metadata": {"name": "v"}}]}}}
+            ).encode(),
+            "NodeNameToVictims.n0.Pods.0.metadata.uid",
+        ),
+        (
+            "/extender/preempt",
+            json.dumps(
+                {"Pod": executor_pod("e1"), "NodeNameToMetaVictims": {"n0": {"NumPDBViolations": False}}}
+            ).encode(),
+            "NodeNameToMetaVictims.n0.NumPDBViolations",
+        ),
+        (
+            "/extender/filter",
+            json.dumps({"Pod": {"metadata": {"name": "p"}, "spec": {"priority": False}}}).encode(),
+            "Pod.spec.priority",
+        ),
         ("/extender/bind", json.dumps({"PodName": "e1", "PodNamespace": "ns"}).encode(), "Node"),
         ("/extender/bind", json.dumps({"PodName": "", "PodNamespace": "ns", "Node": "n1"}).encode(), "PodName"),
     ],
@@ -73,6 +92,9 @@ def test_preempt_names_the_ghost(client: TestClient) -> None:
         "no pod",
         "pod without name",
         "victim without uid",
+        "whole victim without uid",
+        "pdb violations not a number",
+        "priority not a number",
         "bind no node",
         "bind no pod",
     ],

@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 from api.app import create_api_app
 from api.auth import ANONYMOUS, Principal, Refusal, StaticToken
 from api.cache import ResourceCache
+from api.extender.app import create_extender_app
 from esi.resources.meta import GROUP
-from kube.resources import BatchJobResource
+from kube.resources import BatchJobResource, SchedulingResource
 from tests.builders import status_slot, stored
 from tests.manifests import FLINK, batchjob_manifest, scheduling_manifest, testbed_manifest
 
@@ -428,6 +429,47 @@ def test_a_scheduling_its_testbed_could_never_run_is_a_422_and_nothing_is_writte
     assert [s.metadata.name for s in cache.schedulings.in_namespace("default")] == ["s"]
 
 
+class DeletingKube:
+    """The API server holding the cache's Scheduling ``s`` until it is deleted."""
+
+    def __init__(self, cache: ResourceCache) -> None:
+        scheduling = cache.schedulings.get("default", "s")
+        assert scheduling is not None
+        self.stored = scheduling.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    async def get(self, resource: Any, name: str, *, namespace: str | None = None) -> Any:
+        return SchedulingResource.from_dict(self.stored)
+
+    async def delete(self, resource: Any, name: str, *, namespace: str | None = None) -> None:
+        return None
+
+
+def test_a_submissions_answer_links_to_reading_and_deleting_the_scheduling_it_wrote() -> None:
+    described = create_api_app(StaticToken("t")).openapi()
+    responses = described["paths"]["/external/schedulings"]["post"]["responses"]
+
+    for status in ("200", "201"):
+        links = responses[status]["links"]
+        targets = {link["operationRef"].removeprefix("#/paths/").replace("~1", "/") for link in links.values()}
+        assert targets == {"/external/schedulings/{name}/get", "/external/schedulings/{name}/delete"}
+        for link in links.values():
+            path, method = link["operationRef"].removeprefix("#/paths/").replace("~1", "/").rsplit("/", 1)
+            parameters = {p["name"] for p in described["paths"][path][method]["parameters"]}
+            assert set(link["parameters"]) <= parameters
+
+
+def test_a_deleted_scheduling_is_gone_for_the_next_read(cache: ResourceCache) -> None:
+    with TestClient(create_api_app(StaticToken(TOKEN), cache=cache, kube=DeletingKube(cache))) as api:  # type: ignore[arg-type]
+        deleted = api.delete("/external/schedulings/s", headers=AUTH)
+        read = api.get("/external/schedulings/s", headers=AUTH)
+        listed = api.get("/external/schedulings", headers=AUTH)
+
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["name"] == "s"
+    assert read.status_code == 404
+    assert listed.json() == []
+
+
 class ListingKube:
     """The API server as the missing-jobs check sees it: BatchJobs ``present`` (not in the cache yet), every
     request recorded."""
@@ -477,6 +519,27 @@ def test_a_body_over_the_documented_limit_is_a_413_stating_the_limit(api: TestCl
         assert "2 MiB" in answer.json()["detail"]["message"]
     assert "413" in api.get("/openapi.json").json()["paths"]["/external/schedulings"]["post"]["responses"]
     assert "2 MiB" in api.get("/openapi.json").json()["info"]["description"]
+
+
+@pytest.mark.parametrize("app", ["api", "extender"])
+def test_every_operation_taking_a_body_documents_the_doors_refusals(app: str) -> None:
+    """A body that is no JSON is a 400 and one over the limit a 413 on every such route (``api.door``)."""
+    described = (create_api_app(StaticToken("t")) if app == "api" else create_extender_app()).openapi()
+    with_body = [
+        (method, path)
+        for path, operations in described["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+    undocumented = [
+        (method, path, code)
+        for method, path in with_body
+        for code in ("400", "413")
+        if code not in described["paths"][path][method]["responses"]
+    ]
+
+    assert len(with_body) >= 3
+    assert undocumented == []
 
 
 def test_external_scheduler_data_a_batchjob_cannot_hold_is_a_422_naming_the_field(api: TestClient) -> None:

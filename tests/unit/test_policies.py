@@ -720,6 +720,16 @@ def test_a_batchjob_whose_driver_has_no_account_is_refused_at_the_field() -> Non
     )
 
 
+def test_a_batchjob_whose_executors_would_outgrow_any_slot_is_refused_at_the_field() -> None:
+    manifest = batchjob("wordcount")
+    manifest["spec"]["sparkSpec"]["executor"] = {"sidecars": [{"name": "log", "image": "busybox"}]}
+
+    found = [str(v) for v in rules.batchjob_can_run(obj(manifest))]
+
+    assert len(found) == 1
+    assert found[0].startswith("BatchJob demo/wordcount: spec.sparkSpec.executor.sidecars: the operator would give")
+
+
 def test_a_batchjob_with_a_value_pulumi_does_not_know_yet_is_left_to_the_update() -> None:
     manifest = batchjob("wordcount")
     manifest["spec"]["sparkSpec"]["driver"] = {"serviceAccount": None}

@@ -120,6 +120,8 @@ def test_csv_has_a_header_of_the_columns_and_a_line_per_run(api: TestClient) -> 
         ({"outcome": ["Failed", "Maybe"]}, "query.outcome.1"),
         ({"format": "xml"}, "query.format"),
         ({"since": "yesterday"}, "query.since"),
+        ({"since": "-97006496"}, "query.since"),
+        ({"until": "1764331200"}, "query.until"),
     ],
 )
 def test_a_wrong_parameter_is_a_422_naming_it(api: TestClient, params: dict[str, Any], field: str) -> None:

@@ -262,11 +262,11 @@ def test_only_one_fits_on_one_node() -> None:  # original 12
 
 
 def test_a_to_b_to_a_on_two_free_slots_does_not_fail() -> None:  # original defect: "stays fulfilled" failure
-    w = world(2, queue("A", "B", "A"))
+    w = world(2, queue("a", "b", "a"))
     w.run()
 
-    assert w.slots_of("B") == [(1,)]
-    assert w.slots_of("A") == [(0, 1)]
+    assert w.slots_of("b") == [(1,)]
+    assert w.slots_of("a") == [(0, 1)]
 
 
 def test_a_second_scheduling_waits_for_jobs_another_holds() -> None:  # original 9
