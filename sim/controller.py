@@ -1,7 +1,8 @@
 """The kopf shell of the simulated operators: caches, a work queue, and the writes ``sim.lifecycle`` asks for.
 
 kopf *indexes* are the caches: every SparkApplication and FlinkDeployment by uid, the simulated pods and
-JobManager Deployments by their application's uid, and the executors bound to each node (for co-location).
+JobManager Deployments by their application's uid, the executors bound to each node (for co-location), and the
+applications whose executors are bound for each node by their spec (for start-up, before the executors exist).
 kopf fills them from its watches and starts no other handler until all of them hold the first complete
 listing, so when the ``on.event`` handlers queue an application, the caches already show the whole cluster — a
 restarted simulator never mistakes "not listed yet" for "deleted".
@@ -37,7 +38,7 @@ import contextlib
 import copy
 import heapq
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -70,7 +71,16 @@ from sim.lifecycle import (
     rejected,
 )
 from sim.names import APP_UID_LABEL, PREFIX
-from sim.pods import DeploymentView, NodeExecutor, PodView, deployment_view, ended_pod_status, node_executor, pod_view
+from sim.pods import (
+    DeploymentView,
+    NodeExecutor,
+    PodView,
+    deployment_view,
+    ended_pod_status,
+    executor_placement,
+    node_executor,
+    pod_view,
+)
 from sim.runtime import ModelError, Tables
 
 __all__ = ["FIELD_MANAGER", "RESYNC_SECONDS", "RETRY_SECONDS", "WorkQueue", "merge_patch", "select_own_objects"]
@@ -165,12 +175,50 @@ def sim_node_executors(*, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
     return {held[0]: held[1]} if held is not None else {}
 
 
+def _placements(uid: str | None, body: kopf.Body) -> dict[str, NodeExecutor]:
+    """The nodes an application's executors are bound for (required node affinity), each with whose they are."""
+    placement = executor_placement(body) if uid else None
+    if uid is None or placement is None:
+        return {}
+    job, nodes = placement
+    return dict.fromkeys(nodes, NodeExecutor(uid, job))
+
+
+@index(SPARK.group, SPARK.version, SPARK.plural)
+def sim_spark_placements(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
+    return _placements(uid, body)
+
+
+@index(FLINK.group, FLINK.version, FLINK.plural)
+def sim_flink_placements(*, uid: str | None, body: kopf.Body, **_: Any) -> dict[str, NodeExecutor]:
+    return _placements(uid, body)
+
+
+@dataclass(frozen=True)
+class _ByNode(Mapping[str, Iterable[NodeExecutor]]):
+    """Several indexes by node read as one: a node's entries in all of them."""
+
+    parts: tuple[kopf.Index[str, NodeExecutor], ...]
+
+    def __getitem__(self, node: str) -> Iterable[NodeExecutor]:
+        if not any(node in part for part in self.parts):
+            raise KeyError(node)
+        return [held for part in self.parts for held in part.get(node, ())]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({node for part in self.parts for node in part})
+
+    def __len__(self) -> int:
+        return len({node for part in self.parts for node in part})
+
+
 @dataclass(frozen=True)
 class _Caches:
     applications: tuple[kopf.Index[str, dict[str, Any]], ...]
     pods: kopf.Index[str, PodView]
     deployments: kopf.Index[str, DeploymentView]
     node_executors: kopf.Index[str, NodeExecutor]
+    node_placements: _ByNode
 
     @classmethod
     def of(cls, indexes: Mapping[str, Any]) -> _Caches:
@@ -180,6 +228,7 @@ class _Caches:
             sim_pods.of(indexes),
             sim_deployments.of(indexes),
             sim_node_executors.of(indexes),
+            _ByNode((sim_spark_placements.of(indexes), sim_flink_placements.of(indexes))),
         )
 
     def application(self, uid: str) -> dict[str, Any] | None:
@@ -347,6 +396,7 @@ async def _reconcile(
         now,
         deployments=list(caches.deployments.get(uid, ())),
         over=caches.over,
+        node_placements=caches.node_placements,
     )
     decision = decide(observation, settings)
     try:

@@ -28,8 +28,10 @@ before the job ended is deployed again.
 
 **Start-up**: the executors (TaskManagers) are created no earlier than the application's first sight (its creation,
 as the watch brings it within milliseconds; ``creationTimestamp`` has whole seconds only) plus its job's start-up
-(``sim.runtime`` has the rule), a moment decided then and kept in an annotation; a model without start-ups creates
-them at once.
+next to the neighbours known then (``sim.runtime`` has the rule). Both moments are kept in annotations; until the
+executors exist, every step decides the due moment again for the neighbours known now, never earlier than recorded
+(so a partner created a moment later extends it at the latest when the application wakes up for it); a model
+without start-ups creates them at once.
 
 **A run** starts when every executor (TaskManager) runs. It lasts the workload model's duration for its job
 next to the jobs of other applications' executors on the same nodes at that moment; that plan is written as
@@ -53,7 +55,7 @@ import copy
 import itertools
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -67,6 +69,7 @@ from sim.names import (
     EXECUTORS_AT_ANNOTATION,
     FAILURE_ANNOTATION,
     FLINK_FAIL_ATTEMPTS,
+    SEEN_AT_ANNOTATION,
     SPARK_FAIL_ATTEMPTS,
     STARTED_AT_ANNOTATION,
     TASKMANAGERS_ANNOTATION,
@@ -181,6 +184,8 @@ class Observation:
     now: datetime
     deployments: Sequence[DeploymentView] = ()  # a FlinkDeployment's JobManager Deployment(s)
     over: Callable[[str], bool] = lambda uid: False  # whether the application of this uid is over (is_over)
+    # every node's executors to be: the applications whose executors are bound for it (required node affinity)
+    node_placements: Mapping[str, Iterable[NodeExecutor]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -344,23 +349,37 @@ class _Step:
         return plan
 
     def plan_startup(self, settings: SimSettings) -> None:
-        """On first sight of the application: when its executors are due, its job's start-up from now, next to the
-        jobs on the nodes they are bound for (recorded; nothing when the model gives no start-up)."""
-        placement = executor_placement(self.app)
-        if placement is None or EXECUTORS_AT_ANNOTATION in self.recorded:
+        """On first sight of the application, where the model has start-ups: that moment, and when its executors are
+        due (recorded)."""
+        if SEEN_AT_ANNOTATION in self.recorded or not settings.model.startups:
             return
-        job, nodes = placement
-        startup = settings.model.startup_delay(job, self._neighbours_on(nodes))
-        if startup > timedelta(0):
-            self.annotations[EXECUTORS_AT_ANNOTATION] = (self.now + startup).isoformat()
+        self.annotations[SEEN_AT_ANNOTATION] = self.now.isoformat()
+        self._startup_due(settings, self.now, _moment(self.recorded.get(EXECUTORS_AT_ANNOTATION)))
 
-    def executors_due(self) -> bool:
-        """Whether the executors may be created now: once the recorded start-up is over; until then, wake up then."""
+    def executors_due(self, settings: SimSettings) -> bool:
+        """Whether the executors may be created now: once the start-up is over (decided again for the neighbours
+        known now while none exists); until then, wake up then."""
         due = _moment(self.recorded.get(EXECUTORS_AT_ANNOTATION))
+        seen = _moment(self.recorded.get(SEEN_AT_ANNOTATION))
+        if seen is not None and self.run is None and not any(pod.role.is_executor for pod in self.pods.values()):
+            due = self._startup_due(settings, seen, due)
         if due is not None and self.now < due:
             self.wake_at = due
             return False
         return True
+
+    def _startup_due(self, settings: SimSettings, seen: datetime, recorded: datetime | None) -> datetime | None:
+        """When the executors are due: ``seen`` plus the job's start-up next to the jobs of other applications on (or
+        bound for) the nodes they are bound for, never earlier than ``recorded`` (recorded when it moves)."""
+        placement = executor_placement(self.app)
+        if placement is None:
+            return recorded
+        job, nodes = placement
+        due = seen + settings.model.startup_delay(job, self._neighbours_on(nodes, self.obs.node_placements))
+        if due <= (recorded or seen):
+            return recorded
+        self.annotations[EXECUTORS_AT_ANNOTATION] = due.isoformat()
+        return due
 
     def slow_down_for_arrivals(self, settings: SimSettings, executors: Sequence[PodView]) -> None:
         """The run in progress, replanned if jobs arrived on its executors' nodes since it was planned."""
@@ -379,12 +398,13 @@ class _Step:
         """The jobs of other applications' executors on the nodes of ``executors``."""
         return self._neighbours_on({pod.node for pod in executors if pod.node is not None})
 
-    def _neighbours_on(self, nodes: Iterable[str]) -> set[str]:
-        """The jobs of other applications' executors on ``nodes`` whose runs are not over."""
+    def _neighbours_on(self, nodes: Collection[str], *more: Mapping[str, Iterable[NodeExecutor]]) -> set[str]:
+        """The jobs of other applications' executors on ``nodes`` (and in ``more`` there) whose runs are not over."""
         return {
             executor.job
+            for by_node in (self.obs.node_executors, *more)
             for node in nodes
-            for executor in self.obs.node_executors.get(node, ())
+            for executor in by_node.get(node, ())
             if executor.app_uid != self.ref.uid and not self.obs.over(executor.app_uid)
         }
 
@@ -500,7 +520,7 @@ def _spark_run(step: _Step, settings: SimSettings, driver: PodView | None, *, ru
         return
     step.delete(executors[name] for name in lost if name in executors)  # Spark removes a lost executor's pod
     wanted = _wanted_executors(step.app, count, lost)
-    if not step.executors_due():
+    if not step.executors_due(settings):
         return
     for number, name in wanted.items():
         if name not in executors:
@@ -691,7 +711,7 @@ def _flink_run(step: _Step, settings: SimSettings, deployment: DeploymentView) -
     step.delete(taskmanagers[name] for name in lost.values() if name in taskmanagers)
     numbers = (n for n in itertools.count(1) if n not in lost)
     wanted = {flink_taskmanager_name(step.ref.name, n): n for n in itertools.islice(numbers, count)}
-    if not step.executors_due():
+    if not step.executors_due(settings):
         return
     for name, number in wanted.items():
         if name not in taskmanagers:

@@ -5,7 +5,8 @@ uses ``esi.tu-berlin.de``). A run's plan is recorded on the application itself, 
 continues the same run: ``started-at`` and ``ends-at`` (ISO 8601 times), ``colocated`` (the jobs its
 executors shared nodes with when it started, comma-separated) and ``failure`` (present only when the run
 is going to fail: why); a FlinkDeployment's ``taskmanagers`` lists the numbers of the TaskManagers it has had;
-``executors-at`` (ISO 8601) when its executors are due after its start-up, where the workload model gives it one.
+``seen-at`` (ISO 8601) the simulator's first sight of it and ``executors-at`` when its executors are due after
+its start-up from then, where the workload model has start-ups.
 
 esi's own labels that it reads (``esi.objects.names``): ``JOB_LABEL`` on a pod names the job for the workload
 model (the application's name when absent); ``ATTEMPT_ANNOTATION`` on an application numbers its attempt. A
@@ -27,6 +28,7 @@ __all__ = [
     "FAILURE_ANNOTATION",
     "FLINK_FAIL_ATTEMPTS",
     "PREFIX",
+    "SEEN_AT_ANNOTATION",
     "SPARK_FAIL_ATTEMPTS",
     "STARTED_AT_ANNOTATION",
     "TASKMANAGERS_ANNOTATION",
@@ -40,6 +42,7 @@ STARTED_AT_ANNOTATION: Final = f"{PREFIX}/started-at"
 ENDS_AT_ANNOTATION: Final = f"{PREFIX}/ends-at"
 COLOCATED_ANNOTATION: Final = f"{PREFIX}/colocated"
 FAILURE_ANNOTATION: Final = f"{PREFIX}/failure"
+SEEN_AT_ANNOTATION: Final = f"{PREFIX}/seen-at"
 EXECUTORS_AT_ANNOTATION: Final = f"{PREFIX}/executors-at"
 # A FlinkDeployment's TaskManagers seen so far, by number (comma-separated): a lost one's number is never reused.
 TASKMANAGERS_ANNOTATION: Final = f"{PREFIX}/taskmanagers"

@@ -14,11 +14,15 @@ runtime alone (``colocated_with`` ``-``). ``sim/data/colocation-thesis.csv`` is 
 - ``time_scale`` stretches every runtime (and start-up) into wall-clock time (0.01 turns 444 s into 4.44 s).
 - **Start-up**: the seconds from an application's creation until its executors run (spark-submit, the driver's
   JVM, the executors asked for). The simulator creates a run's executors no earlier than its application's
-  creation plus its job's start-up (x ``time_scale``), taken from the table's ``mean_startup_s`` for the jobs C
-  whose executors are, when the application is created, on the nodes its executors are bound for (their required
-  node affinity, as esi writes it): the largest start-up of the rows (job, c) for c in C that have one; else (C
-  empty, or no such row) its alone row's; else the samples-weighted mean of all its rows that have one; else 0 (the
-  thesis' table has none: executors at once). Decided once and recorded on the application (``sim.lifecycle``).
+  creation plus its job's start-up (x ``time_scale``), taken from the table's ``mean_startup_s`` for its
+  neighbours C: the jobs of other applications, not over, whose executors are bound for (required node affinity, as
+  esi writes it) or running on the nodes its executors are bound for — applications still in their own start-up
+  included, so two jobs started together are each other's neighbours, as calibration files their runs. The start-up
+  is the largest of the rows (job, c) for c in C that have one; else (C empty, or no such row) its alone row's; else
+  the samples-weighted mean of all its rows that have one; else 0 (the thesis' table has none: executors at once).
+  Decided at the application's first sight and again, for the neighbours known then, whenever the simulator looks
+  at it before its executors exist: never earlier than decided before (recorded on the application,
+  ``sim.lifecycle``).
 - A table's ``stdev_s`` is for people and benchmarks; the simulator does not draw from it. Runs vary only with
   ``--runtime-jitter`` (one relative spread for every job, drawn per application from the seed), so a simulated
   experiment stays reproducible and its spread is one knob.

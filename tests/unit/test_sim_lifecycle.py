@@ -32,9 +32,10 @@ from sim.names import (
     ENDS_AT_ANNOTATION,
     EXECUTORS_AT_ANNOTATION,
     FAILURE_ANNOTATION,
+    SEEN_AT_ANNOTATION,
     TASKMANAGERS_ANNOTATION,
 )
-from sim.pods import DeploymentView, NodeExecutor, PodRole, PodView, node_executor, pod_view
+from sim.pods import DeploymentView, NodeExecutor, PodRole, PodView, executor_placement, node_executor, pod_view
 from sim.runtime import InterferenceModel
 from tests.unit.operator_objects import esi_executor, flink_app, replica_pod, spark_app
 
@@ -55,6 +56,7 @@ class World:
         self.deployments: dict[str, DeploymentView] = {}
         self.over: set[str] = set()  # uids of other applications whose run is over
         self.others: dict[str, list[NodeExecutor]] = {}  # other applications' executors, by node
+        self.placements: dict[str, list[NodeExecutor]] = {}  # other applications' executors to be, by node
         self.now = NOW
 
     @property
@@ -75,7 +77,13 @@ class World:
                 nodes.setdefault(held[0], []).append(held[1])
         deployments = list(self.deployments.values())
         return Observation(
-            self.app, list(self.pods.values()), nodes, self.now, deployments=deployments, over=self.over.__contains__
+            self.app,
+            list(self.pods.values()),
+            nodes,
+            self.now,
+            deployments=deployments,
+            over=self.over.__contains__,
+            node_placements=self.placements,
         )
 
     def decide(self) -> Decision:
@@ -631,7 +639,9 @@ def test_a_job_arriving_next_to_a_running_flink_job_slows_it_down() -> None:
 STARTUP_TABLE = """job,colocated_with,mean_runtime_s,samples,stdev_s,mean_startup_s
 batchjob-spark,-,50,2,,20
 batchjob-spark,batchjob-flink,70,2,,40
+batchjob-spark,batchjob-other,60,2,,30
 batchjob-flink,-,60,2,,30
+batchjob-flink,batchjob-spark,80,2,,50
 """
 STARTUP_SETTINGS = SimSettings(InterferenceModel.from_csv(STARTUP_TABLE, time_scale=0.1))
 
@@ -702,3 +712,105 @@ def test_flink_taskmanagers_come_after_the_start_up() -> None:
     plan = RunPlan.of(world.annotations)
     assert plan is not None
     assert (plan.started_at, plan.ends_at) == (due, due + timedelta(seconds=6))
+
+
+def spark_on(node: str) -> dict[str, Any]:
+    return spark_app(driver={"cores": 1, "memory": "512m"}, executor=on_node(esi_executor(), node))
+
+
+def flink_on(node: str) -> dict[str, Any]:
+    """A FlinkDeployment whose TaskManagers must go to ``node`` by name (placement in their pod template)."""
+    affinity = slot_node_affinity(None, node_label="slots", node_ids=["0"], node_names=[node])
+    template = {"metadata": {"labels": {"esi.tu-berlin.de/job": "batchjob-flink"}}, "spec": {"affinity": affinity}}
+    return flink_app(taskManager={"replicas": 2, "resource": {"cpu": 1, "memory": "1g"}, "podTemplate": template})
+
+
+def sees(world: World, other: World) -> None:
+    """``world``'s view of ``other`` as the simulator's caches hold it: the nodes its spec binds its executors to,
+    and its executors on their nodes."""
+    placement = executor_placement(other.app)
+    assert placement is not None
+    job, nodes = placement
+    uid = other.app["metadata"]["uid"]
+    world.placements = {node: [NodeExecutor(uid, job)] for node in nodes}
+    world.others = {}
+    for pod in other.pods.values():
+        held = node_executor(pod)
+        if held is not None:
+            world.others.setdefault(held[0], []).append(held[1])
+
+
+def runs_from(world: World, due: datetime) -> None:
+    """The application's executors come at ``due``, not a moment earlier, and its run starts then."""
+    world.pass_time(due - timedelta(milliseconds=1))
+    world.settle()
+    assert not any(pod.role.is_executor for pod in world.pods.values())
+    world.pass_time(due)
+    world.settle()
+    plan = RunPlan.of(world.annotations)
+    assert plan is not None
+    assert plan.started_at == due
+
+
+def test_two_applications_bound_for_one_node_created_together_both_start_up_next_to_each_other() -> None:
+    spark, flink = World(spark_on("n0"), STARTUP_SETTINGS), World(flink_on("n0"), STARTUP_SETTINGS)
+
+    spark.step()  # first: the other is not there yet
+    assert spark.annotations[SEEN_AT_ANNOTATION] == NOW.isoformat()
+    assert spark.annotations[EXECUTORS_AT_ANNOTATION] == (NOW + timedelta(seconds=2)).isoformat()  # alone
+    flink.pass_time(NOW + timedelta(milliseconds=5))
+    sees(flink, spark)  # still in its start-up: bound for n0, no executor yet
+    flink.settle()
+    flink_due = NOW + timedelta(milliseconds=5, seconds=5)  # 50 s next to spark x 0.1
+    assert flink.annotations[EXECUTORS_AT_ANNOTATION] == flink_due.isoformat()
+    spark.pass_time(NOW + timedelta(seconds=0.5))
+    sees(spark, flink)
+    spark.run_pods(["n0"])
+    spark.settle()  # the driver runs: the start-up is decided again, next to flink
+    spark_due = NOW + timedelta(seconds=4)  # 40 s next to flink x 0.1
+    assert spark.annotations[EXECUTORS_AT_ANNOTATION] == spark_due.isoformat()
+    assert spark.decide().wake_at == spark_due
+
+    runs_from(spark, spark_due)
+    runs_from(flink, flink_due)
+
+
+def test_a_partner_created_later_extends_the_start_up_at_the_next_wake_up_and_never_shortens_it() -> None:
+    spark = World(spark_on("n0"), STARTUP_SETTINGS)
+    spark.settle()
+    spark.run_pods(["n0"])
+    spark.settle()
+    alone = NOW + timedelta(seconds=2)
+    assert spark.decide().wake_at == alone
+    flink = World(flink_on("n0"), STARTUP_SETTINGS)
+    sees(spark, flink)  # created a moment later; nothing wakes the spark application before its due moment
+
+    spark.pass_time(alone)
+    woken = spark.step()
+    paired = NOW + timedelta(seconds=4)
+    assert kinds(woken) == ["Annotate"]
+    assert spark.annotations[EXECUTORS_AT_ANNOTATION] == paired.isoformat()
+    assert woken.wake_at == paired
+    spark.over.add(flink.app["metadata"]["uid"])  # its partner over before it ran: the due moment stays
+
+    runs_from(spark, paired)
+
+
+def test_a_neighbour_whose_run_is_over_does_not_count_for_the_start_up() -> None:
+    spark, flink = World(spark_on("n0"), STARTUP_SETTINGS), World(flink_on("n0"), STARTUP_SETTINGS)
+    flink.settle()
+    flink.pass_time(NOW + timedelta(seconds=3))
+    flink.settle()
+    flink.run_pods(["n0"])
+    flink.settle()
+    assert any(pod.role.is_executor and pod.node == "n0" for pod in flink.pods.values())
+    sees(spark, flink)
+    spark.over.add(flink.app["metadata"]["uid"])
+    spark.placements["n0"].append(NodeExecutor("other-app", "batchjob-other"))  # in its start-up, bound for n0
+
+    spark.settle()
+    spark.run_pods(["n0"])
+    spark.settle()
+
+    # 30 s next to the other job x 0.1, not flink's 40 s
+    assert spark.annotations[EXECUTORS_AT_ANNOTATION] == (NOW + timedelta(seconds=3)).isoformat()
