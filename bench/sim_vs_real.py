@@ -595,10 +595,15 @@ def _recover(args: argparse.Namespace) -> None:
             print(f"profiling {len(jobs)} jobs: {rounds} rounds at time scale {time_scale:g}", file=sys.stderr)
             asyncio.run(profile())
             _wait("the profiling Schedulings gone", lambda: not esi.schedulings(), timeout=120)
+
+            def written() -> list[RunEntry] | None:  # a Run is written once its job is let go: after the deletion
+                runs = list(esi.runs(RunFilter(testbed=[testbed], since=started)))
+                return runs if len(runs) >= 2 * rounds else None
+
+            entries: list[RunEntry] = _wait("the profiling rounds' Runs written", written, timeout=120)
         finally:
             if not args.keep:
                 _remove_simulated_testbed(kube, namespace, testbed)
-        entries = list(esi.runs(RunFilter(testbed=[testbed], since=started)))
     found = calibrate(entries, time_scale=time_scale)
     print(f"{len(entries)} simulated runs (time scale {time_scale:g})")
     print(render_recovered(recovered(given, found)))
