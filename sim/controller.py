@@ -19,7 +19,9 @@ pods are removed by the garbage collector through their owner references.
 The co-location tables of namespaces (``sim.runtime.Tables``) come from the ConfigMaps labelled ``TABLE_LABEL``: a
 change replaces the namespace's table for the runs planned from then on, a deletion goes back to the default; a
 ConfigMap whose table cannot be used is reported (a log line and a Warning Event on it, naming line and field) and
-the namespace keeps the table it had. The worker reads the tables current when it decides.
+the namespace keeps the table it had. The worker reads the tables current when it decides, and starts only once
+it has read the ConfigMaps there are (one list), so no run is planned from the default table for want of a first
+watch event.
 
 The pods, Deployments and table ConfigMaps are selected by the API server (the labels ``APP_UID_LABEL`` and
 ``TABLE_LABEL``), as the real Spark operator's cache selects its pods (by
@@ -45,11 +47,11 @@ from typing import Any, Final
 
 import httpx2
 import kopf
-from lightkube import ApiError, AsyncClient
+from lightkube import ApiError, AsyncClient, operators
 from lightkube.codecs import from_dict
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Pod, PodStatus
+from lightkube.resources.core_v1 import ConfigMap, Pod, PodStatus
 from lightkube.types import PatchType
 
 from esi.results.calibration import TABLE_LABEL
@@ -244,7 +246,7 @@ class _Caches:
 
 
 @dataclass
-class _CurrentTables:
+class CurrentTables:
     """The co-location tables as the ConfigMaps say now: one object the handlers replace ``now`` of (kopf gives
     each watched object a copy of the memo, so an attribute set on the memo itself would not reach the worker)."""
 
@@ -277,7 +279,7 @@ async def _start(settings: kopf.OperatorSettings, memo: kopf.Memo, **indexes: An
     memo.client = AsyncClient(field_manager=FIELD_MANAGER)
     memo.queue = WorkQueue()
     memo.listed = asyncio.Event()
-    memo.tables = _CurrentTables(Tables(memo.sim_settings.model))
+    memo.tables = CurrentTables(Tables(memo.sim_settings.model))
     memo.tasks = [
         asyncio.create_task(_work(memo.client, caches, memo.queue, memo.sim_settings, memo.tables), name="sim worker"),
         asyncio.create_task(_resync(caches, memo.queue, memo.listed), name="sim resync"),
@@ -353,9 +355,24 @@ async def _resync(caches: _Caches, queue: WorkQueue, listed: asyncio.Event) -> N
             queue.add(uid)
 
 
+async def read_tables(client: AsyncClient, tables: CurrentTables) -> None:
+    """The tables of the ConfigMaps there are now, read once (the watch reports those that cannot be used)."""
+    configmaps = client.list(ConfigMap, namespace="*", labels={TABLE_LABEL: operators.exists()})
+    async for configmap in configmaps:
+        with contextlib.suppress(ModelError):
+            tables.now = tables.now.changed(configmap.to_dict())
+
+
 async def _work(
-    client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings, tables: _CurrentTables
+    client: AsyncClient, caches: _Caches, queue: WorkQueue, settings: SimSettings, tables: CurrentTables
 ) -> None:
+    while True:
+        try:
+            await read_tables(client, tables)
+            break
+        except (ApiError, httpx2.HTTPError) as err:
+            _log.warning(f"cannot list the co-location tables ({err!r}); trying again")
+            await asyncio.sleep(RETRY_SECONDS)
     while True:
         uid = await queue.get()
         try:

@@ -1,16 +1,20 @@
-"""The simulator shell's own pure parts: the status merge patch and the work queue."""
+"""The simulator shell's own parts: the status merge patch, the work queue, the first read of the tables."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import kopf
 import pytest
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import ConfigMap
 
-from esi.results.calibration import TABLE_LABEL
-from sim.controller import WorkQueue, merge_patch, select_own_objects
+from esi.results.calibration import TABLE_LABEL, table_configmap
+from sim.controller import CurrentTables, WorkQueue, merge_patch, read_tables, select_own_objects
 from sim.names import APP_UID_LABEL
+from sim.runtime import InterferenceModel, Tables
 from tests import virtual_time
 
 
@@ -74,3 +78,35 @@ def test_the_api_server_sends_only_the_simulated_pods_deployments_and_tables(
     select_own_objects(settings)
     resource = kopf.Resource(group=group, version=version, plural=plural, kind=kind)
     assert list(settings.watching.label_selectors.collect(resource)) == selected
+
+
+class _Listing:
+    """An API server's answer to one list: the ConfigMaps given, and what was asked for."""
+
+    def __init__(self, *configmaps: ConfigMap) -> None:
+        self.configmaps = configmaps
+        self.asked: dict[str, Any] = {}
+
+    def list(self, kind: type[ConfigMap], **asked: Any) -> AsyncIterator[ConfigMap]:
+        assert kind is ConfigMap
+        self.asked = asked
+
+        async def listed() -> AsyncIterator[ConfigMap]:
+            for configmap in self.configmaps:
+                yield configmap
+
+        return listed()
+
+
+def _table(namespace: str, csv: str) -> ConfigMap:
+    return cast(ConfigMap, ConfigMap.from_dict(table_configmap(csv, namespace)))
+
+
+def test_the_tables_there_are_are_read_at_once_a_bad_one_left_to_the_watch() -> None:
+    header = "job,colocated_with,mean_runtime_s,samples\n"
+    listing = _Listing(_table("calibrated", header + "job,-,300,4\n"), _table("bad", header + "job,-,soon,4\n"))
+    tables = CurrentTables(Tables(InterferenceModel()))
+    asyncio.run(read_tables(cast(AsyncClient, listing), tables))
+    assert listing.asked["namespace"] == "*"
+    assert tables.now.model_for("calibrated").runtime("job", set()) == 300
+    assert tables.now.model_for("bad").runtime("job", set()) == InterferenceModel().default_runtime
