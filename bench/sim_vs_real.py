@@ -119,6 +119,25 @@ def schedulings_of(queue: Sequence[str]) -> list[list[str]]:
     return rounds
 
 
+_DRIVER_NODE_SELECTOR: Final = "spark.kubernetes.driver.node.selector."
+
+
+def simulated_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A real BatchJob's spec for the simulated Testbed: its driver (JobManager) no longer pinned to nodes by a node
+    selector — pinned to the real nodes, the simulator's driver would be started there for real and fail; esi puts
+    the executors into their slots whatever the spec says."""
+    copied: dict[str, Any] = json.loads(json.dumps(spec))
+    spark = copied.get("sparkSpec") or {}
+    spark.pop("nodeSelector", None)
+    (spark.get("driver") or {}).pop("nodeSelector", None)
+    if "sparkConf" in spark:
+        spark["sparkConf"] = {k: v for k, v in spark["sparkConf"].items() if not k.startswith(_DRIVER_NODE_SELECTOR)}
+    flink = copied.get("flinkSpec") or {}
+    for template in (flink.get("podTemplate"), (flink.get("jobManager") or {}).get("podTemplate")):
+        ((template or {}).get("spec") or {}).pop("nodeSelector", None)
+    return copied
+
+
 def queue_of_runs(entries: Iterable[RunEntry]) -> list[str]:
     """The queue that ran as ``entries``: their Schedulings in order of their first application, each one's jobs in
     the order their applications were created."""
@@ -379,7 +398,8 @@ def _copy_jobs(kube: Client, source: str, namespace: str) -> list[str]:
         metadata = body["metadata"]
         names.append(metadata["name"])
         copied = {"name": metadata["name"], "namespace": namespace, "labels": metadata.get("labels") or {}}
-        _apply(kube, {"apiVersion": body["apiVersion"], "kind": "BatchJob", "metadata": copied, "spec": body["spec"]})
+        spec = simulated_spec(body["spec"])
+        _apply(kube, {"apiVersion": body["apiVersion"], "kind": "BatchJob", "metadata": copied, "spec": spec})
     return sorted(names)
 
 

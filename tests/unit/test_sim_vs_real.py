@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from bench.sim_vs_real import (
     render,
     render_recovered,
     schedulings_of,
+    simulated_spec,
     write_figures,
 )
 from esi.resources.batchjob import RunOutcome
@@ -124,3 +126,20 @@ def test_each_given_row_next_to_the_one_recovered_with_the_error() -> None:
         ["a", "b", "150.0s", "165.0s", "(3)", "+10.0%", "20.0s", "19.0s", "-5.0%"],
         ["b", "a", "80.0s", "80.0s", "(2)", "+0.0%", "-", "0.5s", "-"],
     ]
+
+
+def test_a_simulated_jobs_driver_and_jobmanager_are_not_pinned_to_the_real_nodes() -> None:
+    real = {"esi.local/real-node": "true"}
+    spark: dict[str, Any] = {
+        "mainClass": "Pi",
+        "driver": {"serviceAccount": "spark", "nodeSelector": real},
+        "sparkConf": {"spark.kubernetes.driver.node.selector.esi.local/real-node": "true", "spark.x": "1"},
+    }
+    flink = {"jobManager": {"resource": {"cpu": 0.5}, "podTemplate": {"spec": {"nodeSelector": real}}}}
+    assert simulated_spec({"sparkSpec": spark}) == {
+        "sparkSpec": {"mainClass": "Pi", "driver": {"serviceAccount": "spark"}, "sparkConf": {"spark.x": "1"}}
+    }
+    assert simulated_spec({"flinkSpec": flink}) == {
+        "flinkSpec": {"jobManager": {"resource": {"cpu": 0.5}, "podTemplate": {"spec": {}}}}
+    }
+    assert spark["driver"]["nodeSelector"] == real  # the real job's spec is left as it was
