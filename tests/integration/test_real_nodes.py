@@ -18,6 +18,7 @@ import socket
 import ssl
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ import yaml
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.models.core_v1 import Capabilities, PodSecurityContext, SecurityContext
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Node, NodeStatus, Pod
+from lightkube.types import PatchType
 
+from esi.objects.slot_resource import SLOT_RESOURCE, advertised_slots, requesting_a_slot
 from infra import images
 from infra.images.esi import esi_image
 from infra.images.flink import FLINK_HOME, WORD_COUNT_CLASS, flink_home, flink_image, word_count_jar
@@ -481,3 +484,60 @@ def test_delete_leaves_nothing_behind(cluster: LocalCluster, client: Client, nam
     left = _leftovers(node, pids, sockets)
     assert left == {key: [] for key in left}
     assert get_or_none(client, Node, node.name) is None
+
+
+def test_an_advertised_extended_resource_is_counted_by_the_kubelet_and_survives_status_updates_and_restarts(
+    cluster: LocalCluster, client: Client, namespace: str
+) -> None:
+    """The slot resource of one scheduler for both (docs/design.md#one-scheduler-for-both) on a real kubelet: the
+    node's status advertises two slots (as the Testbed reconciler would), the kubelet admits two pods asking for
+    one each and refuses a third, and the advertised slots stay through the kubelet's own status updates and a
+    restart of the kubelet and containerd."""
+    node = RealNode(
+        cluster, RealNodeSpec(f"real-{uuid.uuid4().hex[:6]}", cpu="500m", memory="256Mi", taints=(REAL_TAINT,))
+    )
+    node.start()
+    try:
+        client.patch(NodeStatus, node.name, advertised_slots(2), patch_type=PatchType.MERGE)
+
+        def slots() -> str | None:
+            status = client.get(Node, node.name).status
+            return (status.allocatable or {}).get(SLOT_RESOURCE) if status is not None else None
+
+        assert wait_for("the slots advertised", slots) == "2"
+        pause = images.pause_image().reference
+        one_slot = requesting_a_slot({"requests": {"cpu": "10m", "memory": "16Mi"}})
+        for name in ("first", "second", "third"):
+            client.create(pinned_pod(name, namespace, node, pause, resources=one_slot))
+            wait_for(f"{name} to be admitted or refused", phase_of(client, name, namespace, "Running", "Failed"))
+        phases = {n: client.get(Pod, n, namespace=namespace).status for n in ("first", "second", "third")}
+        assert [(s.phase, s.reason) for s in phases.values() if s is not None] == [
+            ("Running", None),
+            ("Running", None),
+            ("Failed", f"OutOf{SLOT_RESOURCE}"),
+        ]
+
+        # The kubelet writes its node's status when it changes: a new image is one such change.
+        images.import_image(images.busybox_image(), node.containerd_socket)
+        busybox = images.busybox_image().reference
+
+        def status_with_busybox() -> bool:
+            status = client.get(Node, node.name).status
+            return status is not None and any(busybox in (i.names or []) for i in status.images or [])
+
+        wait_for("the kubelet to write the node's status with the new image", status_with_busybox, timeout=60)
+        assert slots() == "2", "a status update by the kubelet keeps the advertised slots"
+
+        restarted = datetime.now(UTC).replace(microsecond=0)
+        node.stop()
+        node.start()
+
+        def status_since_restart() -> bool:
+            status = client.get(Node, node.name).status
+            beats = [c.lastHeartbeatTime for c in (status.conditions or []) if c.type == "Ready"] if status else []
+            return any(beat is not None and beat >= restarted for beat in beats)
+
+        wait_for("the restarted kubelet to write the node's status", status_since_restart, timeout=60)
+        assert slots() == "2", "the kubelet's restart keeps the advertised slots"
+    finally:
+        node.delete()
