@@ -1006,7 +1006,9 @@ def show_runs(  # noqa: PLR0917 (typer passes what the command declares)
             _stderr().print(Text(f"{count:,} runs written to {output_file}", style="green"))
         elif chosen is RunsOutput.TABLE:
             records = [r for page in client.run_records(runs) for r in page]
-            _stdout().print(_or_none(_run_rows_table(records), "runs"))
+            # A run becomes a Run once its Scheduling lets the job go (docs/design.md#runs), not when it ends.
+            kept_when = "a run is listed once its Scheduling lets the job go: delete a finished one to list its runs"
+            _stdout().print(_or_none(_run_rows_table(records), f"runs ({kept_when})"))
         else:
             with _binary_output(output_file) as out:
                 if chosen is RunsOutput.CSV:

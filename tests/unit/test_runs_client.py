@@ -85,6 +85,13 @@ def test_esi_runs_table_shows_the_main_columns(transport: httpx.BaseTransport) -
     assert len([line for line in result.stdout.splitlines() if " pi " in line or " wc " in line]) == 2
 
 
+def test_esi_runs_without_runs_says_when_a_run_is_listed(transport: httpx.BaseTransport) -> None:
+    result = esi(transport, "runs", "--job", "nobody")
+
+    assert result.exit_code == 0, result.output
+    assert "no runs (a run is listed once its Scheduling lets the job go" in " ".join(result.stdout.split())
+
+
 def test_esi_runs_parquet_has_typed_columns(transport: httpx.BaseTransport, tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     path = tmp_path / "runs.parquet"
