@@ -46,6 +46,7 @@ from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
+from bench.waiting import wait_until
 from esi.objects.applications import SPARK as SPARK_KIND
 from esi.objects.applications import application_pod_selector
 from esi.objects.names import JOB_ANNOTATION, JOB_LABEL, ROLE_EXECUTOR, ROLE_LABEL, SLOT_ANNOTATION
@@ -71,13 +72,9 @@ SPARK = {
 }
 
 
-def _wait(what: str, probe: Callable[[], Any], timeout: float = 300, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-    return value
+def _wait(what: str, probe: Callable[[], Any], timeout: float = 300) -> Any:
+    """``wait_until``, asking often: the benchmark times what it waits for."""
+    return wait_until(what, probe, timeout, interval=0.05)
 
 
 @dataclass

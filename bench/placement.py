@@ -47,6 +47,7 @@ from bench.apiserver import api_requests, request_table
 from bench.histograms import extender_buckets, handler_times, scheduler_buckets
 from bench.processes import cpu_seconds, cpu_table
 from bench.stack import Stack, local_stack
+from bench.waiting import wait_until
 from esi.objects.applications import slot_node_affinity
 from esi.objects.names import (
     EXECUTOR_PRIORITY_CLASS,
@@ -95,14 +96,6 @@ ORDINARY_PROFILE = "bench-ordinary"
 PREEMPTING = "esi-preempting"  # the second scheduler the earlier way: it counts resources and preempts the ghost
 NAMESPACE = "default"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-
-
-def _wait(what: str, probe: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
 
 
 def _pod(
@@ -248,7 +241,7 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
         found: dict[str, Any] = json.loads(out) if out else {}
         return found
 
-    _wait(f"Testbed {name} to be Ready", lambda: testbed_status().get("state") == "Ready", timeout=1800)
+    wait_until(f"Testbed {name} to be Ready", lambda: testbed_status().get("state") == "Ready", timeout=1800)
     scheduling = {
         "apiVersion": API_VERSION,
         "kind": "Scheduling",
@@ -268,7 +261,9 @@ def _testbed(cluster: Any, name: str, node_label: str, *, nodes: int, per_node: 
     status = json.dumps({"status": {"state": "Running", "jobs": jobs}})
     cluster.kubectl("patch", "-n", NAMESPACE, "scheduling", name, "--subresource=status", "--type=merge", "-p", status)
     reserved = nodes * per_node
-    _wait(f"every slot of {name} reserved", lambda: testbed_status().get("counts", {}).get("reserved") == reserved, 600)
+    wait_until(
+        f"every slot of {name} reserved", lambda: testbed_status().get("counts", {}).get("reserved") == reserved, 600
+    )
 
 
 def _executors(

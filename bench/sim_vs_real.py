@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import csv
 import io
 import json
@@ -53,7 +54,6 @@ import math
 import os
 import statistics
 import sys
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -69,6 +69,7 @@ from lightkube.operators import exists
 from lightkube.resources.core_v1 import ServiceAccount
 from pydantic import ValidationError
 
+from bench.waiting import wait_until
 from esi.client import AsyncEsiClient, EsiClient, EsiError, NotFound, RunFilter
 from esi.client.cli import RunSelection, read_runs
 from esi.resources.batchjob import RunOutcome
@@ -96,7 +97,7 @@ NODE_LABEL: Final = "sim-vs-real.esi.bench"  # /<sim namespace>: the simulated T
 TESTBED_READY: Final = "SUCCESS"  # every slot free
 FINAL_STATES: Final = ("Completed", "Failed")
 # A simulated application's spec for recover: the simulator reads only the job's name (``sim.runtime``).
-SIM_SPARK: Final = {
+SIM_SPARK: Final[dict[str, Any]] = {
     "type": "Scala",
     "sparkVersion": "3.5.0",
     "image": "spark:3.5.0",
@@ -126,7 +127,7 @@ def simulated_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A real BatchJob's spec for the simulated Testbed: its driver (JobManager) no longer pinned to nodes by a node
     selector — pinned to the real nodes, the simulator's driver would be started there for real and fail; esi puts
     the executors into their slots whatever the spec says."""
-    copied: dict[str, Any] = json.loads(json.dumps(spec))
+    copied = copy.deepcopy(dict(spec))
     spark = copied.get("sparkSpec") or {}
     spark.pop("nodeSelector", None)
     (spark.get("driver") or {}).pop("nodeSelector", None)
@@ -295,15 +296,6 @@ def render_recovered(rows: Sequence[RecoveredRow]) -> str:
 # --- the cluster ---------------------------------------------------------------------------------------------
 
 
-def _wait(what: str, probe: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"gave up after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-    return value
-
-
 def _apply(kube: Client, manifest: dict[str, Any]) -> None:
     kube.apply(from_dict(manifest), field_manager=FIELD_MANAGER, force=True)
 
@@ -348,7 +340,7 @@ def _simulated_testbed(kube: Client, esi: EsiClient, shape: Shape, namespace: st
             t["key"] == "node.kubernetes.io/not-ready" for t in taints
         )
 
-    _wait("the simulated nodes Ready", lambda: all(ready(spec.name) for spec in specs), timeout=120)
+    wait_until("the simulated nodes Ready", lambda: all(ready(spec.name) for spec in specs), timeout=120)
     testbed_spec: dict[str, Any] = {
         "nodeLabel": label,
         "slotsPerNode": shape.slots_per_node,
@@ -421,7 +413,7 @@ def _testbed_free(esi: EsiClient, testbed: str, timeout: float = 300) -> None:
         except NotFound:
             return False
 
-    _wait(f"Testbed {testbed} free", free, timeout)
+    wait_until(f"Testbed {testbed} free", free, timeout)
 
 
 def _run_queue(esi: EsiClient, testbed: str, queue: Sequence[str], timeout: float) -> list[RunEntry]:
@@ -444,7 +436,7 @@ def _run_queue(esi: EsiClient, testbed: str, queue: Sequence[str], timeout: floa
         runs = list(esi.runs(RunFilter(scheduling=names)))
         return runs if len(runs) >= len(queue) else None
 
-    runs: list[RunEntry] = _wait("the queue's Runs written", written, timeout=120)
+    runs: list[RunEntry] = wait_until("the queue's Runs written", written, timeout=120)
     return runs
 
 
@@ -614,13 +606,13 @@ def _recover(args: argparse.Namespace) -> None:
             _simulated_testbed(kube, esi, shape, namespace, testbed)
             print(f"profiling {len(jobs)} jobs: {rounds} rounds at time scale {time_scale:g}", file=sys.stderr)
             asyncio.run(profile())
-            _wait("the profiling Schedulings gone", lambda: not esi.schedulings(), timeout=120)
+            wait_until("the profiling Schedulings gone", lambda: not esi.schedulings(), timeout=120)
 
             def written() -> list[RunEntry] | None:  # a Run is written once its job is let go: after the deletion
                 runs = list(esi.runs(RunFilter(testbed=[testbed], since=started)))
                 return runs if len(runs) >= 2 * rounds else None
 
-            entries: list[RunEntry] = _wait("the profiling rounds' Runs written", written, timeout=120)
+            entries: list[RunEntry] = wait_until("the profiling rounds' Runs written", written, timeout=120)
         finally:
             if not args.keep:
                 _remove_simulated_testbed(kube, namespace, testbed)

@@ -20,7 +20,7 @@ from lightkube import Client
 from lightkube.operators import exists
 from lightkube.resources.core_v1 import Namespace, Node
 
-from bench.sim_vs_real import NODE_LABEL
+from bench.sim_vs_real import NODE_LABEL, SIM_SPARK
 from esi.results.table import RunEntry
 from infra.local_cluster import LocalCluster
 from tests.integration.conftest import AddNodes, EsiApi
@@ -28,14 +28,22 @@ from tests.integration.kube import create_in
 from tests.unit.run_entries import entry, runs_csv, runs_file
 
 TIME_SCALE = 0.1
-SPARK = {
-    "type": "Scala",
-    "sparkVersion": "3.5.0",
-    "image": "spark:3.5.0",
-    "mainClass": "org.apache.spark.examples.SparkPi",
-    "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-    "driver": {"cores": 1, "memory": "512m", "serviceAccount": "driver"},
-}
+# The bench's simulated SparkPi, its driver running as an account of the namespace's own (copied with the jobs).
+SPARK = SIM_SPARK | {"driver": {**SIM_SPARK["driver"], "serviceAccount": "driver"}}
+
+
+def run_bench(
+    command: list[str], stack: LocalCluster, esi: EsiApi, client: Client, sim_namespace: str, *, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``command`` against the test's stack, as a user runs it after ``make up``; its simulated namespace deleted
+    after it, its output printed."""
+    env = os.environ | {"ESI_URL": esi.url, "ESI_TOKEN": esi.token, "KUBECONFIG": str(stack.kubeconfig)}
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        client.delete(Namespace, sim_namespace)
+    print(done.stdout)
+    return done
 
 
 def recorded(namespace: str) -> list[RunEntry]:
@@ -74,17 +82,7 @@ def test_the_simulated_half_runs_the_recorded_queue_and_prints_the_comparison(
     out = tmp_path / "figures.json"
     command = [sys.executable, "-m", "bench.sim_vs_real", "-n", namespace, "--sim-namespace", sim_namespace]
     command += ["--from", str(runs), "--skip-real", str(same_runs), "--time-scale", str(TIME_SCALE), "--out", str(out)]
-    env = os.environ | {
-        "ESI_URL": esi_endpoint.url,
-        "ESI_TOKEN": esi_endpoint.token,
-        "KUBECONFIG": str(esi_stack.kubeconfig),
-    }
-
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90, check=False)
-    finally:
-        client.delete(Namespace, sim_namespace)
-    print(done.stdout)
+    done = run_bench(command, esi_stack, esi_endpoint, client, sim_namespace, timeout=90)
 
     assert done.returncode == 0, done.stderr
     assert "a,-" not in done.stdout  # never alone: no alone row
@@ -118,14 +116,7 @@ def test_recover_profiles_the_given_table_on_a_simulated_testbed_and_prints_give
     sim_namespace = f"{namespace}-sim"[:63]
     command = [sys.executable, "-m", "bench.sim_vs_real", "recover", "--table", str(table), "--samples", "1"]
     command += ["--sim-namespace", sim_namespace, "--time-scale", str(TIME_SCALE)]
-    env = os.environ | {"ESI_URL": esi_endpoint.url, "ESI_TOKEN": esi_endpoint.token}
-    env |= {"KUBECONFIG": str(esi_stack.kubeconfig)}
-
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
-    finally:
-        client.delete(Namespace, sim_namespace)
-    print(done.stdout)
+    done = run_bench(command, esi_stack, esi_endpoint, client, sim_namespace, timeout=120)
 
     assert done.returncode == 0, done.stderr
     rows = {tuple(line.split()[:2]): line.split()[2:] for line in done.stdout.splitlines()[2:]}
